@@ -1,0 +1,39 @@
+# Makefile for the idempotency extension (PGXS)
+
+EXTENSION = idempotency
+MODULE_big = idempotency
+OBJS = \
+	src/idempotency.o \
+	src/catalog.o \
+	src/claim.o \
+	src/claimcache.o \
+	src/claimkey.o \
+	src/claimstore.o \
+	src/claimtrigger.o \
+	src/namespace.o \
+	src/shmem.o \
+	src/stats.o
+
+DATA = $(wildcard idempotency--*.sql)
+
+# pg_regress suites in sql/ and expected/, one file per feature
+REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
+REGRESS_OPTS = --load-extension=idempotency
+
+# isolation specs in test/isolation/specs
+ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=idempotency
+
+# The project builds warning-free with -Wall -Wextra -Werror.  Server headers
+# are included as system headers so that their own -Wextra noise (unused
+# parameters of inline functions) does not count.  WERROR= turns -Werror off.
+WERROR ?= -Werror
+PG_CFLAGS = -Wall -Wextra $(WERROR)
+
+PG_CONFIG ?= pg_config
+PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# PGXS does not track header dependencies; every object depends on them all
+$(OBJS): $(wildcard src/*.h)

@@ -1,0 +1,222 @@
+/*
+ * catalog.c
+ *	  Finding the extension's internal relations.
+ *
+ * The claim functions run hundreds of thousands of times per second, so the
+ * OIDs of the internal relations are looked up once per backend and kept
+ * until a relcache or schema invalidation says they may have changed (the
+ * extension was dropped and re-created, a table was rewritten, ...).
+ * Callers get a copy, so an invalidation processed in the middle of an
+ * operation never changes the OIDs under its feet.
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_am_d.h"
+#include "commands/extension.h"
+#include "nodes/makefuncs.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "catalog.h"
+#include "idempotency.h"
+
+static IdemCatalog idem_catalog;
+static bool idem_catalog_valid = false;
+
+/* Privileges on idempotency.claims already checked for one user */
+static Oid	idem_acl_user = InvalidOid;
+static AclMode idem_acl_granted = 0;
+
+/* Bumped by every relevant invalidation, to detect one during a lookup */
+static uint64 idem_catalog_inval_count = 0;
+
+/* Relcache callback: drop the cache when one of our relations changes */
+static void
+IdemCatalogRelcacheCallback(Datum arg pg_attribute_unused(), Oid relid)
+{
+	if (!idem_catalog_valid ||
+		relid == InvalidOid ||
+		relid == idem_catalog.claims ||
+		relid == idem_catalog.claims_pkey ||
+		relid == idem_catalog.namespaces)
+	{
+		idem_catalog_inval_count++;
+		idem_catalog_valid = false;
+		idem_acl_granted = 0;
+	}
+}
+
+/* Syscache callback for pg_namespace: the schema may have gone */
+static void
+IdemCatalogSyscacheCallback(Datum arg pg_attribute_unused(),
+							int cacheid pg_attribute_unused(),
+							uint32 hashvalue pg_attribute_unused())
+{
+	idem_catalog_inval_count++;
+	idem_catalog_valid = false;
+	idem_acl_granted = 0;
+}
+
+/* Role or membership changes may change what a user may do */
+static void
+IdemAclSyscacheCallback(Datum arg pg_attribute_unused(),
+						int cacheid pg_attribute_unused(),
+						uint32 hashvalue pg_attribute_unused())
+{
+	idem_acl_granted = 0;
+}
+
+/* Register the invalidation callbacks; called from _PG_init */
+void
+IdemCatalogInit(void)
+{
+	CacheRegisterRelcacheCallback(IdemCatalogRelcacheCallback, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, IdemCatalogSyscacheCallback,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, IdemAclSyscacheCallback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, IdemAclSyscacheCallback,
+								  (Datum) 0);
+}
+
+/* Look up one internal relation by name, or fail with a clear error */
+static Oid
+IdemLookupRelation(Oid schema, const char *relname)
+{
+	Oid			relid = get_relname_relid(relname, schema);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idempotency internal relation \"%s.%s\" is missing",
+						IDEM_SCHEMA_NAME, relname),
+				 errhint("Re-create the extension with DROP EXTENSION idempotency; CREATE EXTENSION idempotency.")));
+	return relid;
+}
+
+/*
+ * Return the OIDs of the internal relations, looking them up if needed.
+ *
+ * Raises an error when the extension is not installed in this database.
+ */
+IdemCatalog
+IdemGetCatalog(void)
+{
+	uint64		start;
+
+	if (idem_catalog_valid)
+		return idem_catalog;
+
+	/*
+	 * The syscache lookups below may process invalidation messages; if one
+	 * arrives meanwhile, what we found may be stale, so look again.
+	 */
+	do
+	{
+		IdemCatalog found;
+
+		start = idem_catalog_inval_count;
+		memset(&found, 0, sizeof(found));
+		found.schema = get_namespace_oid(IDEM_SCHEMA_NAME, true);
+		if (!OidIsValid(found.schema) || !IdemExtensionPresent())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("extension \"idempotency\" is not installed in this database"),
+					 errhint("Run CREATE EXTENSION idempotency.")));
+		found.claims = IdemLookupRelation(found.schema, "claims");
+		found.claims_pkey = IdemLookupRelation(found.schema, "claims_pkey");
+		found.namespaces = IdemLookupRelation(found.schema, "namespaces");
+		idem_catalog = found;
+	} while (start != idem_catalog_inval_count);
+
+	idem_catalog_valid = true;
+	return idem_catalog;
+}
+
+/* Is the extension installed in the current database? */
+bool
+IdemExtensionPresent(void)
+{
+	return OidIsValid(get_extension_oid("idempotency", true));
+}
+
+/*
+ * IndexInfo describing claims_pkey: a unique btree on columns (key, ns).
+ *
+ * Its shape is fixed by the install script, so it is built once per backend
+ * and never depends on relcache state.  nbtree does not read it, but
+ * index_insert wants one.
+ */
+IndexInfo *
+IdemClaimsIndexInfo(void)
+{
+	static IndexInfo *info = NULL;
+
+	if (info == NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+#if PG_VERSION_NUM >= 160000
+		info = makeIndexInfo(2, 2, BTREE_AM_OID, NIL, NIL,
+							 true, false, true, false, false);
+#elif PG_VERSION_NUM >= 150000
+		info = makeIndexInfo(2, 2, BTREE_AM_OID, NIL, NIL,
+							 true, false, true, false);
+#else
+		info = makeIndexInfo(2, 2, BTREE_AM_OID, NIL, NIL,
+							 true, true, false);
+#endif
+		info->ii_IndexAttrNumbers[0] = Anum_claims_key;
+		info->ii_IndexAttrNumbers[1] = Anum_claims_ns;
+		MemoryContextSwitchTo(oldcxt);
+	}
+	return info;
+}
+
+/*
+ * Check that the current user holds mode on idempotency.claims.
+ *
+ * Access to claims is governed by ordinary table privileges, checked as the
+ * caller: INSERT to claim, SELECT to check, DELETE to release.  The answer
+ * is remembered until the user changes or an invalidation arrives (GRANT
+ * and REVOKE invalidate the table; role changes invalidate pg_authid and
+ * pg_auth_members).
+ */
+void
+IdemCheckClaimsPrivilege(AclMode mode)
+{
+	Oid			userid = GetUserId();
+	IdemCatalog cat;
+
+	if (userid == idem_acl_user && (idem_acl_granted & mode) == mode)
+		return;
+
+	cat = IdemGetCatalog();
+	if (pg_class_aclcheck(cat.claims, userid, mode) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s.claims", IDEM_SCHEMA_NAME),
+				 errdetail("%s requires the %s privilege on %s.claims.",
+						   mode == ACL_INSERT ? "Claiming" :
+						   mode == ACL_DELETE ? "Releasing" : "Checking",
+						   mode == ACL_INSERT ? "INSERT" :
+						   mode == ACL_DELETE ? "DELETE" : "SELECT",
+						   IDEM_SCHEMA_NAME),
+				 errhint("Ask an administrator to run GRANT %s ON %s.claims TO %s.",
+						 mode == ACL_INSERT ? "INSERT" :
+						 mode == ACL_DELETE ? "DELETE" : "SELECT",
+						 IDEM_SCHEMA_NAME,
+						 quote_identifier(GetUserNameFromId(userid, false)))));
+
+	if (userid != idem_acl_user)
+	{
+		idem_acl_user = userid;
+		idem_acl_granted = 0;
+	}
+	idem_acl_granted |= mode;
+}

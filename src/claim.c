@@ -1,0 +1,277 @@
+/*
+ * claim.c
+ *	  The SQL claim functions: idem_claim, idem_try_claim, idem_claim_many,
+ *	  idem_claimed and idem_release.
+ *
+ * These functions validate their arguments, check the caller's privileges
+ * and hand the work to claimstore.c.  They are not STRICT, so that a NULL
+ * argument gets a clear error rather than a silent NULL result.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type_d.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "catalog.h"
+#include "claimkey.h"
+#include "claimstore.h"
+#include "compat.h"
+#include "idempotency.h"
+#include "namespace.h"
+
+PG_FUNCTION_INFO_V1(idem_claim);
+PG_FUNCTION_INFO_V1(idem_try_claim);
+PG_FUNCTION_INFO_V1(idem_claim_many);
+PG_FUNCTION_INFO_V1(idem_claimed);
+PG_FUNCTION_INFO_V1(idem_release);
+
+/* Fetch a text argument that must not be NULL */
+static text *
+IdemGetTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	return PG_GETARG_TEXT_PP(argno);
+}
+
+/* Shared body of idem_claim and idem_try_claim */
+static IdemClaimOutcome
+IdemClaimOne(FunctionCallInfo fcinfo, bool nowait, const char *funcname)
+{
+	text	   *id = IdemGetTextArg(fcinfo, 0, "event id");
+	text	   *nsname = IdemGetTextArg(fcinfo, 1, "namespace");
+	text	   *fingerprint = NULL;
+	IdemKey		key;
+	IdemNamespace ns;
+	IdemStore	store;
+	IdemClaimOutcome outcome;
+
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+		fingerprint = PG_GETARG_TEXT_PP(2);
+
+	IdemEncodeKey(id, &key);
+	IdemValidateNamespace(nsname);
+	IdemCheckWritable(funcname);
+	IdemCheckClaimsPrivilege(ACL_INSERT);
+
+	(void) IdemNamespaceGet(nsname, true, &ns);
+	IdemStoreOpen(&store, RowExclusiveLock, false);
+	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, nowait);
+	IdemStoreClose(&store);
+	return outcome;
+}
+
+/*
+ * idem_claim(event_id text, namespace text, fingerprint text) returns boolean
+ *
+ * True if this transaction is the first to claim the id in the namespace;
+ * false for a duplicate.  Waits for an in-flight claimer.
+ */
+Datum
+idem_claim(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(IdemClaimOne(fcinfo, false, "idem_claim()") == IDEM_CLAIM_NEW);
+}
+
+/*
+ * idem_try_claim(event_id text, namespace text, fingerprint text)
+ * returns boolean
+ *
+ * As idem_claim, but returns NULL at once instead of waiting.
+ */
+Datum
+idem_try_claim(PG_FUNCTION_ARGS)
+{
+	IdemClaimOutcome outcome = IdemClaimOne(fcinfo, true, "idem_try_claim()");
+
+	if (outcome == IDEM_CLAIM_BUSY)
+		PG_RETURN_NULL();
+	PG_RETURN_BOOL(outcome == IDEM_CLAIM_NEW);
+}
+
+/* One id of a batch, with its position in the input array */
+typedef struct IdemBatchItem
+{
+	bytea	   *key;
+	int			index;
+} IdemBatchItem;
+
+/* qsort order: key bytes, then input position */
+static int
+IdemBatchItemCompare(const void *a, const void *b)
+{
+	const IdemBatchItem *ia = (const IdemBatchItem *) a;
+	const IdemBatchItem *ib = (const IdemBatchItem *) b;
+	int			alen = VARSIZE(ia->key) - VARHDRSZ;
+	int			blen = VARSIZE(ib->key) - VARHDRSZ;
+	int			cmp;
+
+	cmp = memcmp(VARDATA(ia->key), VARDATA(ib->key), Min(alen, blen));
+	if (cmp == 0)
+		cmp = (alen > blen) - (alen < blen);
+	if (cmp == 0)
+		cmp = (ia->index > ib->index) - (ia->index < ib->index);
+	return cmp;
+}
+
+/*
+ * idem_claim_many(event_ids text[], namespace text) returns setof text
+ *
+ * Claims every id of the array and returns those this call newly claimed,
+ * in array order.  Repeats inside the array count once.  Ids are claimed in
+ * key order, so two batches that overlap cannot deadlock each other.
+ */
+Datum
+idem_claim_many(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ArrayType  *ids;
+	text	   *nsname;
+	Datum	   *elems;
+	bool	   *elemnulls;
+	int			nelems;
+	int			i;
+	IdemBatchItem *items;
+	bool	   *claimed;
+	IdemNamespace ns;
+	IdemStore	store;
+	MemoryContext workcxt;
+	MemoryContext oldcxt;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("event ids must not be null")));
+	nsname = IdemGetTextArg(fcinfo, 1, "namespace");
+	ids = PG_GETARG_ARRAYTYPE_P(0);
+	if (ARR_NDIM(ids) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("event ids must be a one-dimensional array")));
+	IdemValidateNamespace(nsname);
+	IdemCheckWritable("idem_claim_many()");
+	IdemCheckClaimsPrivilege(ACL_INSERT);
+
+	IdemInitMaterializedSRF(fcinfo);
+
+	workcxt = AllocSetContextCreate(CurrentMemoryContext, "idem_claim_many",
+									ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(workcxt);
+
+	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT,
+					  &elems, &elemnulls, &nelems);
+	items = palloc(sizeof(IdemBatchItem) * Max(nelems, 1));
+	claimed = palloc0(sizeof(bool) * Max(nelems, 1));
+	for (i = 0; i < nelems; i++)
+	{
+		IdemKey		key;
+
+		if (elemnulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("event id must not be null"),
+					 errdetail("Element %d of the array is null.", i + 1)));
+		IdemEncodeKey(DatumGetTextPP(elems[i]), &key);
+		items[i].key = palloc(VARSIZE(&key.hdr));
+		memcpy(items[i].key, &key, VARSIZE(&key.hdr));
+		items[i].index = i;
+	}
+
+	if (nelems > 0)
+	{
+		qsort(items, nelems, sizeof(IdemBatchItem), IdemBatchItemCompare);
+
+		(void) IdemNamespaceGet(nsname, true, &ns);
+		IdemStoreOpen(&store, RowExclusiveLock, nelems > 1);
+		for (i = 0; i < nelems; i++)
+		{
+			/* the first of equal keys has the lowest input position */
+			if (i > 0 &&
+				VARSIZE(items[i].key) == VARSIZE(items[i - 1].key) &&
+				memcmp(VARDATA(items[i].key), VARDATA(items[i - 1].key),
+					   VARSIZE(items[i].key) - VARHDRSZ) == 0)
+				continue;
+			if (IdemStoreClaim(&store, &ns, items[i].key, NULL, false) == IDEM_CLAIM_NEW)
+				claimed[items[i].index] = true;
+		}
+		IdemStoreClose(&store);
+	}
+
+	MemoryContextSwitchTo(oldcxt);
+	for (i = 0; i < nelems; i++)
+	{
+		Datum		value;
+		bool		isnull = false;
+
+		if (!claimed[i])
+			continue;
+		value = elems[i];
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &value, &isnull);
+	}
+	MemoryContextDelete(workcxt);
+	return (Datum) 0;
+}
+
+/*
+ * idem_claimed(event_id text, namespace text) returns boolean
+ *
+ * Read-only check: does a live claim exist?  Works on a standby too.
+ */
+Datum
+idem_claimed(PG_FUNCTION_ARGS)
+{
+	text	   *id = IdemGetTextArg(fcinfo, 0, "event id");
+	text	   *nsname = IdemGetTextArg(fcinfo, 1, "namespace");
+	IdemKey		key;
+	IdemNamespace ns;
+	IdemStore	store;
+	bool		result;
+
+	IdemEncodeKey(id, &key);
+	IdemValidateNamespace(nsname);
+	IdemCheckClaimsPrivilege(ACL_SELECT);
+
+	if (!IdemNamespaceGet(nsname, false, &ns))
+		PG_RETURN_BOOL(false);
+	IdemStoreOpen(&store, AccessShareLock, false);
+	result = IdemStoreIsClaimed(&store, &ns, &key.hdr);
+	IdemStoreClose(&store);
+	PG_RETURN_BOOL(result);
+}
+
+/*
+ * idem_release(event_id text, namespace text) returns boolean
+ *
+ * Removes a claim so that the event can be processed again: the path for a
+ * temporary failure.  True if a live claim was removed.
+ */
+Datum
+idem_release(PG_FUNCTION_ARGS)
+{
+	text	   *id = IdemGetTextArg(fcinfo, 0, "event id");
+	text	   *nsname = IdemGetTextArg(fcinfo, 1, "namespace");
+	IdemKey		key;
+	IdemNamespace ns;
+	IdemStore	store;
+	bool		result;
+
+	IdemEncodeKey(id, &key);
+	IdemValidateNamespace(nsname);
+	IdemCheckWritable("idem_release()");
+	IdemCheckClaimsPrivilege(ACL_DELETE);
+
+	if (!IdemNamespaceGet(nsname, false, &ns))
+		PG_RETURN_BOOL(false);
+	IdemStoreOpen(&store, RowExclusiveLock, false);
+	result = IdemStoreRelease(&store, &ns, &key.hdr);
+	IdemStoreClose(&store);
+	PG_RETURN_BOOL(result);
+}

@@ -1,0 +1,623 @@
+/*
+ * claimstore.c
+ *	  Reading and writing claims directly in the heap and its unique index.
+ *
+ * A claim is a row of idempotency.claims, unique on (key, ns) through the
+ * index claims_pkey.  The functions here talk to heapam and the index AM
+ * directly, with no SPI or executor start-up, and follow the protocol of
+ * INSERT ... ON CONFLICT DO NOTHING (see nodeModifyTable.c and
+ * execIndexing.c):
+ *
+ *	1. Probe the unique index with a dirty snapshot.  A committed live claim
+ *	   means a duplicate; one whose inserting or deleting transaction is
+ *	   still running means waiting for that transaction, then probing again.
+ *	   Our own transaction's claim is a duplicate too.
+ *	2. Otherwise insert the heap tuple speculatively, under a speculative
+ *	   insertion lock, and insert the index entry with UNIQUE_CHECK_PARTIAL.
+ *	3. If the index reports a possible conflict (someone inserted the same
+ *	   key between 1 and 2), "super-delete" our tuple and start again at 1;
+ *	   otherwise confirm the tuple.
+ *
+ * Waiting goes through the lock manager, so it honours lock_timeout,
+ * statement_timeout and deadlock detection, exactly as a unique index does.
+ *
+ * Two shortcuts keep the common cases to one btree descent or none:
+ *
+ *	 - Duplicates: claimcache.c remembers the heap TID of recent claims.  A
+ *	   hit is checked against the heap tuple with the same dirty snapshot
+ *	   and exact key comparison as step 1, so a duplicate found there needs
+ *	   no index descent at all.
+ *	 - New ids: on a cache miss, steps 2 and 3 can run first, since the
+ *	   unique check inside the index insertion finds any conflict anyway;
+ *	   only on a conflict do we super-delete and run step 1.  This saves the
+ *	   probe's descent for new ids but wastes an insertion on an uncached
+ *	   duplicate, so each backend tracks, per namespace, how often a cache
+ *	   miss turns out to be a duplicate, and probes first when that exceeds
+ *	   a quarter.  Either order gives the same answers.
+ *
+ * Expiry: a claim lives until claimed_at + its namespace's TTL.  An expired
+ * claim counts as absent: a new claim deletes it and inserts its own row in
+ * the same transaction, so a rollback restores the old (still expired) row.
+ *
+ * Time is the transaction's now(), both for claimed_at and for expiry, so
+ * one transaction sees a consistent picture.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "catalog.h"
+#include "claimcache.h"
+#include "claimkey.h"
+#include "claimstore.h"
+#include "idempotency.h"
+#include "stats.h"
+
+/* What a probe of the unique index found for one key */
+typedef struct IdemProbe
+{
+	bool		found;			/* a tuple visible to the probe's snapshot */
+	ItemPointerData tid;		/* its TID */
+	TransactionId xwait;		/* in-flight inserter or deleter, or invalid */
+	uint32		spec_token;		/* xwait's speculative insertion token */
+	bool		ours;			/* inserted by this transaction */
+	bool		unseen;			/* committed, but invisible to our
+								 * transaction snapshot (REPEATABLE READ) */
+	TimestampTz claimed_at;
+	bool		has_fp;
+	int64		fp;
+} IdemProbe;
+
+/*
+ * Refuse to write where writes are impossible: a read-only transaction or a
+ * hot standby.  Errors name the SQL function.
+ */
+void
+IdemCheckWritable(const char *funcname)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot execute %s during recovery", funcname),
+				 errhint("Claims can only be made on the primary server.")));
+	PreventCommandIfReadOnly(funcname);
+}
+
+/*
+ * Open the claims table for one operation.  The index is opened on first
+ * use, since a duplicate found through the claim cache never needs it.
+ */
+void
+IdemStoreOpen(IdemStore *store, LOCKMODE lockmode, bool bulk)
+{
+	store->catalog = IdemGetCatalog();
+	store->lockmode = lockmode;
+	store->heap = table_open(store->catalog.claims, lockmode);
+	store->index = NULL;
+	store->index_info = IdemClaimsIndexInfo();
+	store->bistate = bulk ? GetBulkInsertState() : NULL;
+	store->now = GetCurrentTransactionStartTimestamp();
+}
+
+/* The unique index, opened on first use */
+static inline Relation
+IdemStoreIndex(IdemStore *store)
+{
+	if (store->index == NULL)
+		store->index = index_open(store->catalog.claims_pkey, store->lockmode);
+	return store->index;
+}
+
+/* Close what IdemStoreOpen opened; locks are kept until transaction end */
+void
+IdemStoreClose(IdemStore *store)
+{
+	if (store->bistate != NULL)
+		FreeBulkInsertState(store->bistate);
+	if (store->index != NULL)
+		index_close(store->index, NoLock);
+	table_close(store->heap, NoLock);
+}
+
+/*
+ * Record in probe what a visible tuple says: who to wait for, whose it is,
+ * when it was claimed.  The caller holds a lock on buffer.
+ */
+static void
+IdemProbeFill(IdemStore *store, HeapTuple tuple, Buffer buffer,
+			  Snapshot snapshot, IdemProbe *probe)
+{
+	TupleDesc	desc = RelationGetDescr(store->heap);
+	bool		isnull;
+	Datum		d;
+
+	probe->found = true;
+	probe->tid = tuple->t_self;
+	if (snapshot->snapshot_type == SNAPSHOT_DIRTY)
+	{
+		probe->xwait = TransactionIdIsValid(snapshot->xmin) ?
+			snapshot->xmin : snapshot->xmax;
+		probe->spec_token = snapshot->speculativeToken;
+	}
+	probe->ours = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
+
+	d = heap_getattr(tuple, Anum_claims_claimed_at, desc, &isnull);
+	probe->claimed_at = DatumGetTimestampTz(d);
+	d = heap_getattr(tuple, Anum_claims_fingerprint, desc, &isnull);
+	probe->has_fp = !isnull;
+	probe->fp = isnull ? 0 : DatumGetInt64(d);
+
+	/*
+	 * As INSERT ... ON CONFLICT does, a REPEATABLE READ transaction must not
+	 * act on a committed claim its snapshot cannot see.
+	 */
+	if (IsolationUsesXactSnapshot() &&
+		snapshot->snapshot_type == SNAPSHOT_DIRTY &&
+		!probe->ours && !TransactionIdIsValid(probe->xwait))
+		probe->unseen = !HeapTupleSatisfiesVisibility(tuple,
+													  GetTransactionSnapshot(),
+													  buffer);
+}
+
+/*
+ * Probe the unique index for (ns, key) under snapshot, which is either a
+ * dirty snapshot (to see in-flight claims, as unique checks do) or an MVCC
+ * one (for read-only checks).  Fills probe with the first visible tuple.
+ */
+static void
+IdemProbeKey(IdemStore *store, int32 nsid, const bytea *key,
+			 Snapshot snapshot, IdemProbe *probe)
+{
+	ScanKeyData skeys[2];
+	IndexScanDesc scan;
+	ItemPointer tid;
+	Buffer		buffer = InvalidBuffer;
+
+	memset(probe, 0, sizeof(*probe));
+
+	ScanKeyInit(&skeys[0], 1, BTEqualStrategyNumber, F_BYTEAEQ,
+				PointerGetDatum(key));
+	ScanKeyInit(&skeys[1], 2, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(nsid));
+
+	scan = index_beginscan(store->heap, IdemStoreIndex(store), snapshot, 2, 0);
+	index_rescan(scan, skeys, 2, NULL, 0);
+
+	while ((tid = index_getnext_tid(scan, ForwardScanDirection)) != NULL)
+	{
+		HeapTupleData tuple;
+		ItemPointerData htid = *tid;
+		bool		all_dead = false;
+		bool		visible;
+
+		buffer = ReleaseAndReadBuffer(buffer, store->heap,
+									  ItemPointerGetBlockNumber(&htid));
+		LockBuffer(buffer, BUFFER_LOCK_SHARE);
+		visible = heap_hot_search_buffer(&htid, store->heap, buffer, snapshot,
+										 &tuple, &all_dead, true);
+		if (visible)
+			IdemProbeFill(store, &tuple, buffer, snapshot, probe);
+		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+
+		if (visible)
+			break;
+
+		/* Let the index AM mark entries of dead tuples as killed */
+		if (!scan->xactStartedInRecovery)
+			scan->kill_prior_tuple = all_dead;
+	}
+
+	if (BufferIsValid(buffer))
+		ReleaseBuffer(buffer);
+	index_endscan(scan);
+}
+
+/*
+ * Look for (ns, key) where the claim cache says it was.  Returns true and
+ * fills probe if a candidate TID holds a visible tuple with exactly this
+ * key and namespace; false means "ask the index".
+ */
+static bool
+IdemProbeCached(IdemStore *store, int32 nsid, const bytea *key, uint64 hash,
+				Snapshot snapshot, IdemProbe *probe)
+{
+	ItemPointerData tids[IDEM_CACHE_MAX_CANDIDATES];
+	int			ntids = IdemClaimCacheLookup(hash, tids);
+	int			i;
+
+	for (i = 0; i < ntids; i++)
+	{
+		HeapTupleData tuple;
+		ItemPointerData htid = tids[i];
+		bool		all_dead;
+		bool		match = false;
+		Buffer		buffer;
+
+		if (!IdemClaimCacheBlockExists(store->heap, ItemPointerGetBlockNumber(&htid)))
+			continue;
+		buffer = ReadBuffer(store->heap, ItemPointerGetBlockNumber(&htid));
+		LockBuffer(buffer, BUFFER_LOCK_SHARE);
+		if (heap_hot_search_buffer(&htid, store->heap, buffer, snapshot,
+								   &tuple, &all_dead, true))
+		{
+			TupleDesc	desc = RelationGetDescr(store->heap);
+			bool		isnull;
+			Datum		d;
+
+			d = heap_getattr(&tuple, Anum_claims_ns, desc, &isnull);
+			if (!isnull && DatumGetInt32(d) == nsid)
+			{
+				bytea	   *stored;
+
+				d = heap_getattr(&tuple, Anum_claims_key, desc, &isnull);
+				stored = (bytea *) DatumGetPointer(d);
+				match = !isnull &&
+					VARSIZE_ANY_EXHDR(stored) == VARSIZE_ANY_EXHDR(key) &&
+					memcmp(VARDATA_ANY(stored), VARDATA_ANY(key),
+						   VARSIZE_ANY_EXHDR(key)) == 0;
+			}
+			if (match)
+			{
+				memset(probe, 0, sizeof(*probe));
+				IdemProbeFill(store, &tuple, buffer, snapshot, probe);
+			}
+		}
+		UnlockReleaseBuffer(buffer);
+		if (match)
+			return true;
+	}
+	return false;
+}
+
+/* Wait for the transaction (or speculative insertion) a probe ran into */
+static void
+IdemProbeWait(IdemStore *store, IdemNamespace *ns, IdemProbe *probe)
+{
+	IdemStatsCount(ns->stats, IDEM_STAT_WAITS);
+	if (probe->spec_token != 0)
+		SpeculativeInsertionWait(probe->xwait, probe->spec_token);
+	else
+		XactLockTableWait(probe->xwait, store->heap, &probe->tid,
+						  XLTW_InsertIndex);
+}
+
+/* Is the claim a probe found past its namespace's TTL? */
+static inline bool
+IdemProbeExpired(IdemStore *store, IdemNamespace *ns, IdemProbe *probe)
+{
+	return IdemNamespaceExpiry(ns, probe->claimed_at) < store->now;
+}
+
+/* The serialization failure a REPEATABLE READ claimer gets */
+static void
+IdemReportUnseen(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not serialize access due to concurrent claim"),
+			 errdetail("The event was claimed by a transaction that committed after this transaction's snapshot was taken.")));
+}
+
+/*
+ * Insert a new claim speculatively.  Returns false if a concurrent
+ * transaction inserted the same key meanwhile, in which case our tuple has
+ * been super-deleted and the caller must probe again.
+ */
+static bool
+IdemInsertSpeculative(IdemStore *store, IdemNamespace *ns, const bytea *key,
+					  const text *fingerprint, ItemPointer tid)
+{
+	TupleDesc	desc = RelationGetDescr(store->heap);
+	Datum		values[Natts_claims];
+	bool		nulls[Natts_claims];
+	Datum		ivalues[2];
+	bool		inulls[2] = {false, false};
+	HeapTuple	tuple;
+	TransactionId xid;
+	uint32		token;
+	bool		unique;
+
+	values[Anum_claims_claimed_at - 1] = TimestampTzGetDatum(store->now);
+	values[Anum_claims_ns - 1] = Int32GetDatum(ns->id);
+	values[Anum_claims_key - 1] = PointerGetDatum(key);
+	values[Anum_claims_fingerprint - 1] = fingerprint != NULL ?
+		Int64GetDatum(IdemFingerprintHash(fingerprint)) : (Datum) 0;
+	memset(nulls, 0, sizeof(nulls));
+	nulls[Anum_claims_fingerprint - 1] = (fingerprint == NULL);
+
+	tuple = heap_form_tuple(desc, values, nulls);
+
+	xid = GetCurrentTransactionId();
+	token = SpeculativeInsertionLockAcquire(xid);
+	HeapTupleHeaderSetSpeculativeToken(tuple->t_data, token);
+	heap_insert(store->heap, tuple, GetCurrentCommandId(true),
+				HEAP_INSERT_SPECULATIVE, store->bistate);
+
+	ivalues[0] = PointerGetDatum(key);
+	ivalues[1] = Int32GetDatum(ns->id);
+	unique = index_insert(IdemStoreIndex(store), ivalues, inulls, &tuple->t_self,
+						  store->heap, UNIQUE_CHECK_PARTIAL,
+#if PG_VERSION_NUM >= 140000
+						  false,
+#endif
+						  store->index_info);
+
+	if (unique)
+		heap_finish_speculative(store->heap, &tuple->t_self);
+	else
+		heap_abort_speculative(store->heap, &tuple->t_self);
+	SpeculativeInsertionLockRelease(xid);
+	*tid = tuple->t_self;
+	heap_freetuple(tuple);
+	return unique;
+}
+
+/* Raise the fingerprint-mismatch error for a duplicate claim */
+static void
+IdemReportFingerprintMismatch(IdemNamespace *ns, const bytea *key)
+{
+	IdemStatsCount(ns->stats, IDEM_STAT_FINGERPRINT_MISMATCHES);
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEM_FINGERPRINT_MISMATCH),
+			 errmsg("event id reused with a different fingerprint"),
+			 errdetail("Event id \"%s\" in namespace \"%s\" was claimed with another fingerprint.",
+					   text_to_cstring(IdemDecodeKey(key)), ns->name),
+			 errhint("An id must identify one payload; send a new id for a different payload.")));
+}
+
+/*
+ * Per-namespace record of what cache misses turned out to be, deciding
+ * whether a miss inserts first or probes first.  Direct-mapped by namespace
+ * id; a collision merely restarts the count.
+ */
+typedef struct IdemMissHistory
+{
+	int32		nsid;
+	uint32		news;			/* misses that were new ids */
+	uint32		dups;			/* misses that were duplicates */
+} IdemMissHistory;
+
+#define IDEM_MISS_SLOTS		64
+#define IDEM_MISS_WINDOW	256
+
+static IdemMissHistory idem_miss_history[IDEM_MISS_SLOTS];
+
+/* The history slot of a namespace */
+static inline IdemMissHistory *
+IdemMissSlot(int32 nsid)
+{
+	IdemMissHistory *h = &idem_miss_history[(uint32) nsid % IDEM_MISS_SLOTS];
+
+	if (h->nsid != nsid)
+	{
+		h->nsid = nsid;
+		h->news = h->dups = 0;
+	}
+	return h;
+}
+
+/* Should a cache miss in this namespace try the insertion first? */
+static inline bool
+IdemMissInsertFirst(int32 nsid)
+{
+	IdemMissHistory *h = IdemMissSlot(nsid);
+
+	return h->dups * 4 <= h->news + h->dups;
+}
+
+/* Record what a cache miss turned out to be */
+static inline void
+IdemMissRecord(int32 nsid, bool duplicate)
+{
+	IdemMissHistory *h = IdemMissSlot(nsid);
+
+	if (duplicate)
+		h->dups++;
+	else
+		h->news++;
+	if (h->news + h->dups > IDEM_MISS_WINDOW)
+	{
+		h->news /= 2;
+		h->dups /= 2;
+	}
+}
+
+/*
+ * Claim key in namespace ns for the current transaction.
+ *
+ * With nowait, returns IDEM_CLAIM_BUSY instead of waiting for another
+ * in-flight transaction.  A duplicate whose stored fingerprint differs from
+ * the given one raises ERRCODE_IDEM_FINGERPRINT_MISMATCH; a claim without a
+ * fingerprint, or a stored claim without one, matches any.
+ */
+IdemClaimOutcome
+IdemStoreClaim(IdemStore *store, IdemNamespace *ns, const bytea *key,
+			   const text *fingerprint, bool nowait)
+{
+	SnapshotData dirty;
+	IdemProbe	probe;
+	ItemPointerData tid;
+	uint64		hash = IdemClaimCacheHash(store->heap, ns->id, key);
+	bool		probed;
+	bool		cache_miss;
+	bool		takeover = false;
+
+	InitDirtySnapshot(dirty);
+
+	/* Shortcut for duplicates: where the claim was last seen */
+	probed = IdemProbeCached(store, ns->id, key, hash, &dirty, &probe);
+	cache_miss = !probed;
+
+	/* Shortcut for new ids: let the index insertion check uniqueness */
+	if (cache_miss && IdemMissInsertFirst(ns->id))
+	{
+		if (IdemInsertSpeculative(store, ns, key, fingerprint, &tid))
+		{
+			IdemMissRecord(ns->id, false);
+			goto claimed;
+		}
+		IdemMissRecord(ns->id, true);
+		cache_miss = false;		/* recorded */
+	}
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+
+		if (!probed)
+			IdemProbeKey(store, ns->id, key, &dirty, &probe);
+		probed = false;
+
+		if (probe.found)
+		{
+			if (TransactionIdIsValid(probe.xwait))
+			{
+				if (nowait)
+				{
+					IdemStatsCount(ns->stats, IDEM_STAT_BUSY);
+					return IDEM_CLAIM_BUSY;
+				}
+				IdemProbeWait(store, ns, &probe);
+				continue;
+			}
+
+			if (probe.unseen)
+				IdemReportUnseen();
+
+			if (!probe.ours && IdemProbeExpired(store, ns, &probe))
+			{
+				TM_FailureData tmfd;
+				TM_Result	result;
+
+				/* Take the expired claim over: delete it, insert ours */
+				result = heap_delete(store->heap, &probe.tid,
+									 GetCurrentCommandId(true),
+									 InvalidSnapshot, !nowait, &tmfd, false);
+				if (result == TM_BeingModified)
+				{
+					IdemStatsCount(ns->stats, IDEM_STAT_BUSY);
+					return IDEM_CLAIM_BUSY;
+				}
+				if (result == TM_Updated || result == TM_Deleted)
+					continue;	/* someone else removed it first: look again */
+				if (result != TM_Ok)
+					elog(ERROR, "unexpected heap_delete result %d", (int) result);
+				takeover = true;
+			}
+			else
+			{
+				if (cache_miss)
+					IdemMissRecord(ns->id, true);
+				IdemClaimCacheRemember(hash, &probe.tid);
+				if (fingerprint != NULL && probe.has_fp &&
+					probe.fp != IdemFingerprintHash(fingerprint))
+					IdemReportFingerprintMismatch(ns, key);
+				IdemStatsCount(ns->stats, IDEM_STAT_DUPLICATES);
+				return IDEM_CLAIM_DUPLICATE;
+			}
+		}
+
+		if (IdemInsertSpeculative(store, ns, key, fingerprint, &tid))
+			break;
+		/* lost a race with a concurrent inserter: probe again, and wait */
+	}
+	if (cache_miss)
+		IdemMissRecord(ns->id, false);
+
+claimed:
+	IdemClaimCacheRemember(hash, &tid);
+	IdemStatsCount(ns->stats, IDEM_STAT_CLAIMS);
+	if (takeover)
+		IdemStatsCount(ns->stats, IDEM_STAT_TAKEOVERS);
+	return IDEM_CLAIM_NEW;
+}
+
+/*
+ * Does a live claim exist for (ns, key)?  Reads as a SELECT in this
+ * transaction would, and also sees everything this transaction did itself,
+ * including claims made earlier in the same statement.  Never waits.
+ */
+bool
+IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns, const bytea *key)
+{
+	SnapshotData snap;
+	IdemProbe	probe;
+
+	snap = ActiveSnapshotSet() ? *GetActiveSnapshot() : *GetTransactionSnapshot();
+	snap.curcid = InvalidCommandId; /* see all of our own changes */
+	if (!IdemProbeCached(store, ns->id, key,
+						 IdemClaimCacheHash(store->heap, ns->id, key),
+						 &snap, &probe))
+		IdemProbeKey(store, ns->id, key, &snap, &probe);
+	return probe.found && !IdemProbeExpired(store, ns, &probe);
+}
+
+/*
+ * Remove the claim on (ns, key).  Waits for an in-flight claimer, as a
+ * claim would.  Returns true if a live claim was removed; an expired claim
+ * is removed too, but counts as absent.
+ */
+bool
+IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
+{
+	SnapshotData dirty;
+	IdemProbe	probe;
+
+	InitDirtySnapshot(dirty);
+
+	for (;;)
+	{
+		TM_FailureData tmfd;
+		TM_Result	result;
+
+		CHECK_FOR_INTERRUPTS();
+
+		IdemProbeKey(store, ns->id, key, &dirty, &probe);
+		if (!probe.found)
+			return false;
+		if (TransactionIdIsValid(probe.xwait))
+		{
+			IdemProbeWait(store, ns, &probe);
+			continue;
+		}
+		if (probe.unseen)
+			IdemReportUnseen();
+
+		/*
+		 * A claim made earlier in this very statement is invisible to its
+		 * own command; advance the command counter so we may delete it.
+		 */
+		if (probe.ours)
+			CommandCounterIncrement();
+
+		result = heap_delete(store->heap, &probe.tid,
+							 GetCurrentCommandId(true),
+							 InvalidSnapshot, true, &tmfd, false);
+		if (result == TM_Updated || result == TM_Deleted)
+			continue;
+		if (result != TM_Ok)
+			elog(ERROR, "unexpected heap_delete result %d", (int) result);
+
+		if (probe.ours || !IdemProbeExpired(store, ns, &probe))
+		{
+			IdemStatsCount(ns->stats, IDEM_STAT_RELEASES);
+			return true;
+		}
+		return false;
+	}
+}

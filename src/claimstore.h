@@ -1,0 +1,51 @@
+/*
+ * claimstore.h
+ *	  Reading and writing claims directly in the heap and its unique index.
+ */
+#ifndef IDEM_CLAIMSTORE_H
+#define IDEM_CLAIMSTORE_H
+
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "nodes/execnodes.h"
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
+
+#include "catalog.h"
+#include "namespace.h"
+
+/* What IdemStoreClaim decided */
+typedef enum IdemClaimOutcome
+{
+	IDEM_CLAIM_NEW,				/* this transaction now holds the claim */
+	IDEM_CLAIM_DUPLICATE,		/* a live claim exists, committed or ours */
+	IDEM_CLAIM_BUSY				/* nowait, and another in-flight transaction
+								 * holds the claim */
+} IdemClaimOutcome;
+
+/* The claims relations, open for one operation */
+typedef struct IdemStore
+{
+	IdemCatalog catalog;		/* OIDs of the internal relations */
+	Relation	heap;			/* idempotency.claims */
+	Relation	index;			/* idempotency.claims_pkey, or NULL until
+								 * first needed */
+	IndexInfo  *index_info;
+	LOCKMODE	lockmode;
+	BulkInsertState bistate;	/* for batches, else NULL */
+	TimestampTz now;			/* the transaction's now() */
+} IdemStore;
+
+extern void IdemStoreOpen(IdemStore *store, LOCKMODE lockmode, bool bulk);
+extern void IdemStoreClose(IdemStore *store);
+extern IdemClaimOutcome IdemStoreClaim(IdemStore *store, IdemNamespace *ns,
+									   const bytea *key,
+									   const text *fingerprint, bool nowait);
+extern bool IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns,
+							   const bytea *key);
+extern bool IdemStoreRelease(IdemStore *store, IdemNamespace *ns,
+							 const bytea *key);
+extern void IdemCheckWritable(const char *funcname);
+
+#endif							/* IDEM_CLAIMSTORE_H */

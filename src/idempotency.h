@@ -1,0 +1,34 @@
+/*
+ * idempotency.h
+ *	  Constants, error codes and part initialisers shared by the whole
+ *	  extension.
+ */
+#ifndef IDEMPOTENCY_H
+#define IDEMPOTENCY_H
+
+#include "postgres.h"
+
+#include "utils/elog.h"
+
+/* Schema that holds the extension's internal tables */
+#define IDEM_SCHEMA_NAME		"idempotency"
+
+/* Bounds on user input, documented in the README */
+#define IDEM_MAX_ID_BYTES		1024
+#define IDEM_MAX_NAMESPACE_BYTES 128
+
+/* The longest TTL a namespace may have */
+#define IDEM_MAX_TTL_YEARS		100
+
+/*
+ * SQLSTATEs of the extension's own errors.  Class "ID" is in the range the
+ * SQL standard leaves to implementations; the README lists them.
+ */
+#define ERRCODE_IDEM_FINGERPRINT_MISMATCH	MAKE_SQLSTATE('I','D','0','0','1')
+
+/* Part initialisers, called once from _PG_init */
+extern void IdemCatalogInit(void);
+extern void IdemNamespaceInit(void);
+extern void IdemShmemInit(void);
+
+#endif							/* IDEMPOTENCY_H */

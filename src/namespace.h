@@ -1,0 +1,38 @@
+/*
+ * namespace.h
+ *	  Claim namespaces: their TTLs and the per-backend cache of them.
+ */
+#ifndef IDEM_NAMESPACE_H
+#define IDEM_NAMESPACE_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+
+#include "idempotency.h"
+
+struct IdemStatsEntry;
+
+/* A namespace as cached by a backend */
+typedef struct IdemNamespace
+{
+	char		name[IDEM_MAX_NAMESPACE_BYTES + 1]; /* hash key */
+	int32		id;				/* idempotency.namespaces.id */
+	Interval	ttl;			/* lifetime of a claim */
+	bool		ttl_is_exact;	/* ttl has no month part */
+	int64		ttl_usecs;		/* if so, its length in microseconds */
+	bool		tentative;		/* loaded in the current transaction */
+	struct IdemStatsEntry *stats;	/* shared counters, or NULL */
+} IdemNamespace;
+
+/* GUC: TTL in seconds of a namespace created on first use */
+extern int	idem_default_ttl;
+
+extern void IdemValidateNamespace(const text *name);
+extern bool IdemNamespaceGet(const text *name, bool create,
+							 IdemNamespace *out);
+extern TimestampTz IdemNamespaceExpiry(const IdemNamespace *ns,
+									   TimestampTz claimed_at);
+extern void IdemValidateTtl(const Interval *ttl);
+
+#endif							/* IDEM_NAMESPACE_H */

@@ -1,0 +1,22 @@
+/*
+ * shmem.h
+ *	  The extension's shared memory, available with shared_preload_libraries.
+ */
+#ifndef IDEM_SHMEM_H
+#define IDEM_SHMEM_H
+
+#include "postgres.h"
+
+#include "storage/lwlock.h"
+
+/* State shared by all backends */
+typedef struct IdemSharedState
+{
+	LWLock	   *lock;			/* guards the structure of shared hashes */
+} IdemSharedState;
+
+extern IdemSharedState *idem_shared;
+
+extern bool IdemShmemReady(void);
+
+#endif							/* IDEM_SHMEM_H */
