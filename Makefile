@@ -12,6 +12,7 @@ OBJS = \
 	src/claimtrigger.o \
 	src/namespace.o \
 	src/shmem.o \
+	src/spectoken.o \
 	src/stats.o
 
 DATA = $(wildcard idempotency--*.sql)

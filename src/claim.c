@@ -19,6 +19,7 @@
 #include "utils/memutils.h"
 
 #include "catalog.h"
+#include "claimcache.h"
 #include "claimkey.h"
 #include "claimstore.h"
 #include "compat.h"
@@ -63,6 +64,7 @@ IdemClaimOne(FunctionCallInfo fcinfo, bool nowait, const char *funcname)
 	IdemCheckClaimsPrivilege(ACL_INSERT);
 
 	(void) IdemNamespaceGet(nsname, true, &ns);
+	IdemClaimCachePrefetch(ns.id, &key.hdr);
 	IdemStoreOpen(&store, RowExclusiveLock, false);
 	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, nowait);
 	IdemStoreClose(&store);

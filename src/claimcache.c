@@ -68,6 +68,9 @@ static BlockNumber idem_cache_nblocks = 0;
 /* Rotates the victim slot of a full set */
 static uint32 idem_cache_victim = 0;
 
+/* relfilenode of the claims heap at the last hash, to prefetch early */
+static uint64 idem_cache_last_rel = 0;
+
 /* Forget the relation length at transaction end; VACUUM may shrink it */
 static void
 IdemClaimCacheXactCallback(XactEvent event, void *arg pg_attribute_unused())
@@ -181,10 +184,35 @@ IdemClaimCacheHash(Relation heap, int32 nsid, const bytea *key)
 	uint64		rel = IdemRelFileNumber(heap);
 	uint64		seed;
 
+	idem_cache_last_rel = rel;
 	seed = hash_combine64(((uint64) MyDatabaseId << 32) | rel,
 						  (uint64) (uint32) nsid * UINT64CONST(0x9E3779B97F4A7C15));
 	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
 							   VARSIZE_ANY_EXHDR(key), seed);
+}
+
+/*
+ * Start loading the cache line where (nsid, key) would live, before the
+ * claims heap is even open, so that the memory access overlaps with the
+ * work of opening it.  Uses the relfilenode seen last; if it changed, the
+ * prefetch was merely useless.
+ */
+void
+IdemClaimCachePrefetch(int32 nsid, const bytea *key)
+{
+	uint64		seed;
+	uint64		hash;
+
+	if (idem_cache_slots == NULL || idem_cache_last_rel == 0)
+		return;
+	seed = hash_combine64(((uint64) MyDatabaseId << 32) | idem_cache_last_rel,
+						  (uint64) (uint32) nsid * UINT64CONST(0x9E3779B97F4A7C15));
+	hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
+							   VARSIZE_ANY_EXHDR(key), seed);
+#ifdef __GNUC__
+	__builtin_prefetch(&idem_cache_slots[((hash >> IDEM_CACHE_TAG_BITS) & (idem_cache_nsets - 1)) *
+										 IDEM_CACHE_WAYS]);
+#endif
 }
 
 /* The set and tag of a hash */

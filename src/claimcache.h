@@ -24,6 +24,7 @@ extern void IdemClaimCacheDefineGucs(void);
 extern Size IdemClaimCacheShmemSize(void);
 extern void IdemClaimCacheShmemInit(void);
 extern uint64 IdemClaimCacheHash(Relation heap, int32 nsid, const bytea *key);
+extern void IdemClaimCachePrefetch(int32 nsid, const bytea *key);
 extern int	IdemClaimCacheLookup(uint64 hash, ItemPointerData *tids);
 extern void IdemClaimCacheRemember(uint64 hash, ItemPointer tid);
 extern bool IdemClaimCacheBlockExists(Relation heap, BlockNumber block);

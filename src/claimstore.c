@@ -66,6 +66,7 @@
 #include "claimkey.h"
 #include "claimstore.h"
 #include "idempotency.h"
+#include "spectoken.h"
 #include "stats.h"
 
 /* What a probe of the unique index found for one key */
@@ -290,7 +291,7 @@ IdemProbeWait(IdemStore *store, IdemNamespace *ns, IdemProbe *probe)
 {
 	IdemStatsCount(ns->stats, IDEM_STAT_WAITS);
 	if (probe->spec_token != 0)
-		SpeculativeInsertionWait(probe->xwait, probe->spec_token);
+		IdemSpecTokenWait(probe->xwait, probe->spec_token);
 	else
 		XactLockTableWait(probe->xwait, store->heap, &probe->tid,
 						  XLTW_InsertIndex);
@@ -343,7 +344,7 @@ IdemInsertSpeculative(IdemStore *store, IdemNamespace *ns, const bytea *key,
 	tuple = heap_form_tuple(desc, values, nulls);
 
 	xid = GetCurrentTransactionId();
-	token = SpeculativeInsertionLockAcquire(xid);
+	token = IdemSpecTokenAcquire(xid);
 	HeapTupleHeaderSetSpeculativeToken(tuple->t_data, token);
 	heap_insert(store->heap, tuple, GetCurrentCommandId(true),
 				HEAP_INSERT_SPECULATIVE, store->bistate);
@@ -361,7 +362,7 @@ IdemInsertSpeculative(IdemStore *store, IdemNamespace *ns, const bytea *key,
 		heap_finish_speculative(store->heap, &tuple->t_self);
 	else
 		heap_abort_speculative(store->heap, &tuple->t_self);
-	SpeculativeInsertionLockRelease(xid);
+	IdemSpecTokenRelease(xid, token);
 	*tid = tuple->t_self;
 	heap_freetuple(tuple);
 	return unique;

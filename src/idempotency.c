@@ -13,6 +13,7 @@
 
 #include "claimcache.h"
 #include "idempotency.h"
+#include "spectoken.h"
 
 PG_MODULE_MAGIC;
 
@@ -24,6 +25,7 @@ _PG_init(void)
 {
 	IdemCatalogInit();
 	IdemClaimCacheInit();
+	IdemSpecTokenInit();
 	IdemNamespaceInit();
 	IdemShmemInit();
 

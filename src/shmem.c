@@ -15,6 +15,7 @@
 
 #include "claimcache.h"
 #include "idempotency.h"
+#include "spectoken.h"
 #include "shmem.h"
 #include "stats.h"
 
@@ -33,6 +34,7 @@ IdemShmemSize(void)
 
 	size = add_size(size, IdemStatsShmemSize());
 	size = add_size(size, IdemClaimCacheShmemSize());
+	size = add_size(size, IdemSpecTokenShmemSize());
 	return size;
 }
 
@@ -64,6 +66,7 @@ IdemShmemStartup(void)
 		idem_shared->lock = &(GetNamedLWLockTranche("idempotency"))->lock;
 	IdemStatsShmemInit();
 	IdemClaimCacheShmemInit();
+	IdemSpecTokenShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 
