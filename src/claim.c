@@ -43,27 +43,41 @@ IdemGetTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
 	return PG_GETARG_TEXT_PP(argno);
 }
 
+/*
+ * Read the (event_id, namespace) arguments every function here starts
+ * with, validate them, and check that the caller may do what funcname
+ * does: write (if funcname is not NULL) with privilege mode on the claims.
+ * Returns false if the namespace does not exist and create is false.
+ */
+static bool
+IdemKeyArgs(FunctionCallInfo fcinfo, const char *funcname, AclMode mode,
+			bool create, IdemKey *key, IdemNamespace *ns)
+{
+	text	   *id = IdemGetTextArg(fcinfo, 0, "event id");
+	text	   *nsname = IdemGetTextArg(fcinfo, 1, "namespace");
+
+	IdemEncodeKey(id, key);
+	IdemValidateNamespace(nsname);
+	if (funcname != NULL)
+		IdemCheckWritable(funcname);
+	IdemCheckClaimsPrivilege(mode);
+	return IdemNamespaceGet(nsname, create, ns);
+}
+
 /* Shared body of idem_claim and idem_try_claim */
 static IdemClaimOutcome
 IdemClaimOne(FunctionCallInfo fcinfo, bool nowait, const char *funcname)
 {
-	text	   *id = IdemGetTextArg(fcinfo, 0, "event id");
-	text	   *nsname = IdemGetTextArg(fcinfo, 1, "namespace");
 	text	   *fingerprint = NULL;
 	IdemKey		key;
 	IdemNamespace ns;
 	IdemStore	store;
 	IdemClaimOutcome outcome;
 
+	(void) IdemKeyArgs(fcinfo, funcname, ACL_INSERT, true, &key, &ns);
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		fingerprint = PG_GETARG_TEXT_PP(2);
 
-	IdemEncodeKey(id, &key);
-	IdemValidateNamespace(nsname);
-	IdemCheckWritable(funcname);
-	IdemCheckClaimsPrivilege(ACL_INSERT);
-
-	(void) IdemNamespaceGet(nsname, true, &ns);
 	IdemClaimCachePrefetch(ns.id, &key.hdr);
 	IdemStoreOpen(&store, RowExclusiveLock, false);
 	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, nowait);
@@ -230,18 +244,12 @@ idem_claim_many(PG_FUNCTION_ARGS)
 Datum
 idem_claimed(PG_FUNCTION_ARGS)
 {
-	text	   *id = IdemGetTextArg(fcinfo, 0, "event id");
-	text	   *nsname = IdemGetTextArg(fcinfo, 1, "namespace");
 	IdemKey		key;
 	IdemNamespace ns;
 	IdemStore	store;
 	bool		result;
 
-	IdemEncodeKey(id, &key);
-	IdemValidateNamespace(nsname);
-	IdemCheckClaimsPrivilege(ACL_SELECT);
-
-	if (!IdemNamespaceGet(nsname, false, &ns))
+	if (!IdemKeyArgs(fcinfo, NULL, ACL_SELECT, false, &key, &ns))
 		PG_RETURN_BOOL(false);
 	IdemStoreOpen(&store, AccessShareLock, false);
 	result = IdemStoreIsClaimed(&store, &ns, &key.hdr);
@@ -258,19 +266,12 @@ idem_claimed(PG_FUNCTION_ARGS)
 Datum
 idem_release(PG_FUNCTION_ARGS)
 {
-	text	   *id = IdemGetTextArg(fcinfo, 0, "event id");
-	text	   *nsname = IdemGetTextArg(fcinfo, 1, "namespace");
 	IdemKey		key;
 	IdemNamespace ns;
 	IdemStore	store;
 	bool		result;
 
-	IdemEncodeKey(id, &key);
-	IdemValidateNamespace(nsname);
-	IdemCheckWritable("idem_release()");
-	IdemCheckClaimsPrivilege(ACL_DELETE);
-
-	if (!IdemNamespaceGet(nsname, false, &ns))
+	if (!IdemKeyArgs(fcinfo, "idem_release()", ACL_DELETE, false, &key, &ns))
 		PG_RETURN_BOOL(false);
 	IdemStoreOpen(&store, RowExclusiveLock, false);
 	result = IdemStoreRelease(&store, &ns, &key.hdr);
