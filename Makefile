@@ -4,12 +4,16 @@ EXTENSION = idempotency
 MODULE_big = idempotency
 OBJS = \
 	src/idempotency.o \
+	src/binding.o \
+	src/cas.o \
 	src/catalog.o \
 	src/claim.o \
 	src/claimcache.o \
 	src/claimkey.o \
 	src/claimstore.o \
 	src/claimtrigger.o \
+	src/guard.o \
+	src/machine.o \
 	src/namespace.o \
 	src/shmem.o \
 	src/spectoken.o \

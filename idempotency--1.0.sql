@@ -26,13 +26,13 @@ CREATE TABLE idempotency.namespaces (
 ALTER SEQUENCE idempotency.namespace_id_seq OWNED BY idempotency.namespaces.id;
 COMMENT ON TABLE idempotency.namespaces IS 'claim namespaces and the TTL of their claims';
 
--- Any change to namespaces, by our functions or by hand, must reach the
--- per-backend caches.
-CREATE FUNCTION idempotency.idem_namespaces_changed() RETURNS trigger
-    AS 'MODULE_PATHNAME', 'idem_namespaces_changed' LANGUAGE C;
+-- Any change to a table whose rows backends cache, by our functions or by
+-- hand, must reach those caches.
+CREATE FUNCTION idempotency.idem_table_changed() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'idem_table_changed' LANGUAGE C;
 CREATE TRIGGER namespaces_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.namespaces
-    FOR EACH STATEMENT EXECUTE FUNCTION idempotency.idem_namespaces_changed();
+    FOR EACH STATEMENT EXECUTE FUNCTION idempotency.idem_table_changed();
 
 -- One row per claim, kept small: see "Storage" in the README.  key is the
 -- event id in the exact compact encoding of src/claimkey.c; fingerprint is
@@ -49,8 +49,54 @@ CREATE TABLE idempotency.claims (
 );
 COMMENT ON TABLE idempotency.claims IS 'claimed event ids; use the idem_claims view to read them';
 
+-- Declared state machines: each state maps to the states it may move to.
+CREATE TABLE idempotency.machines (
+    name        text        NOT NULL,
+    transitions jsonb       NOT NULL,
+    defined_at  timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT machines_pkey PRIMARY KEY (name),
+    CONSTRAINT machines_name_check CHECK (octet_length(name) BETWEEN 1 AND 128),
+    CONSTRAINT machines_transitions_check CHECK (jsonb_typeof(transitions) = 'object')
+);
+COMMENT ON TABLE idempotency.machines IS 'state machines declared with idem_machine_define';
+
+-- Tables whose status column follows a machine.  Columns are kept by name,
+-- so a renamed column needs binding again.
+CREATE TABLE idempotency.machine_bindings (
+    rel             regclass    NOT NULL,
+    status_column   name        NOT NULL,
+    machine         text        NOT NULL,
+    version_column  name,
+    check_inserts   boolean     NOT NULL DEFAULT false,
+    bound_at        timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT machine_bindings_pkey PRIMARY KEY (rel)
+);
+COMMENT ON TABLE idempotency.machine_bindings IS 'tables bound to state machines with idem_machine_bind';
+
+CREATE TRIGGER machines_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.machines
+    FOR EACH STATEMENT EXECUTE FUNCTION idempotency.idem_table_changed();
+CREATE TRIGGER machine_bindings_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.machine_bindings
+    FOR EACH STATEMENT EXECUTE FUNCTION idempotency.idem_table_changed();
+
+-- A dropped table takes its binding with it, so that a new table that
+-- happens to get the same OID is not bound by mistake.
+CREATE FUNCTION idempotency.idem_forget_dropped_tables() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    DELETE FROM idempotency.machine_bindings b
+     USING pg_event_trigger_dropped_objects() d
+     WHERE d.classid = 'pg_class'::regclass AND d.objid = b.rel::oid;
+END $$;
+CREATE EVENT TRIGGER idem_forget_dropped_tables ON sql_drop
+    WHEN TAG IN ('DROP TABLE', 'DROP SCHEMA', 'DROP OWNED')
+    EXECUTE FUNCTION idempotency.idem_forget_dropped_tables();
+
 -- pg_dump must carry the claims: a restore that forgot them would process
--- every event again.
+-- every event again.  Machines and bindings are configuration too.
+SELECT pg_catalog.pg_extension_config_dump('idempotency.machines', '');
+SELECT pg_catalog.pg_extension_config_dump('idempotency.machine_bindings', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.namespaces', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.namespace_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.claims', '');
@@ -110,6 +156,61 @@ COMMENT ON FUNCTION idem_claim_trigger() IS
     'BEFORE INSERT row trigger: claim the row''s id, skip duplicate rows; arguments: id column, namespace, fingerprint column';
 
 --
+-- State machines
+--
+CREATE FUNCTION idem_machine_define(machine text, transitions jsonb)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_machine_define'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_machine_define(text, jsonb) IS
+    'declare a state machine: {"STATE": ["NEXT", ...], ...}; redefining replaces it';
+
+CREATE FUNCTION idem_machine_drop(machine text)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_machine_drop'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_machine_drop(text) IS
+    'drop a state machine that no table is bound to';
+
+CREATE FUNCTION idem_cas_status(machine text, current text, target text)
+    RETURNS text
+    AS 'MODULE_PATHNAME', 'idem_cas_status_machine'
+    LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION idem_cas_status(text, text, text) IS
+    'check a move: applied (an edge), already (same state) or rejected';
+
+CREATE FUNCTION idem_machine_bind(rel regclass, status_column name, machine text,
+                                  version_column name DEFAULT NULL,
+                                  check_inserts boolean DEFAULT false)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_machine_bind'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_machine_bind(regclass, name, text, name, boolean) IS
+    'bind a table''s status column to a state machine and install its guard trigger';
+
+CREATE FUNCTION idem_machine_unbind(rel regclass)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_machine_unbind'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_machine_unbind(regclass) IS
+    'remove a table''s binding and guard trigger';
+
+CREATE FUNCTION idem_cas_status(rel regclass, key anyelement, target text,
+                                expected_version bigint DEFAULT NULL)
+    RETURNS text
+    AS 'MODULE_PATHNAME', 'idem_cas_status_row'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_cas_status(regclass, anyelement, text, bigint) IS
+    'compare-and-set a bound row''s status: applied, already, rejected, stale or missing';
+
+CREATE FUNCTION idem_state_guard()
+    RETURNS trigger
+    AS 'MODULE_PATHNAME', 'idem_state_guard'
+    LANGUAGE C;
+COMMENT ON FUNCTION idem_state_guard() IS
+    'trigger installed by idem_machine_bind: refuses illegal status transitions';
+
+--
 -- Views
 --
 CREATE FUNCTION idempotency.idem_key_text(bytea)
@@ -164,13 +265,19 @@ COMMENT ON FUNCTION idem_stats_reset() IS 'zero the idem_stats counters of this 
 -- Privileges.  Claims are governed by table privileges on
 -- idempotency.claims, checked as the caller: INSERT to claim, SELECT to
 -- check, DELETE to release.  Nobody but the owner has them until granted.
--- Defining namespaces and resetting statistics are for administrators.
+-- Defining namespaces and machines and resetting statistics are for
+-- administrators.  Binding a table needs its ownership; a row CAS needs
+-- UPDATE on the bound columns, checked as the caller.
 --
 REVOKE ALL ON FUNCTION idem_namespace_define(text, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_machine_define(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_machine_drop(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.idem_forget_dropped_tables() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_stats_reset() FROM PUBLIC;
-REVOKE ALL ON FUNCTION idempotency.idem_namespaces_changed() FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.idem_table_changed() FROM PUBLIC;
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
-GRANT SELECT ON idempotency.namespaces TO PUBLIC;
+GRANT SELECT ON idempotency.namespaces, idempotency.machines,
+                idempotency.machine_bindings TO PUBLIC;
 GRANT SELECT ON idem_stats TO PUBLIC;
 
 -- With security_invoker (PostgreSQL 15 and later), reading idem_claims

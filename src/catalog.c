@@ -12,6 +12,13 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/guc.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "catalog/pg_am_d.h"
 #include "commands/extension.h"
 #include "nodes/makefuncs.h"
@@ -25,6 +32,8 @@
 
 #include "catalog.h"
 #include "idempotency.h"
+
+PG_FUNCTION_INFO_V1(idem_table_changed);
 
 static IdemCatalog idem_catalog;
 static bool idem_catalog_valid = false;
@@ -44,7 +53,9 @@ IdemCatalogRelcacheCallback(Datum arg pg_attribute_unused(), Oid relid)
 		relid == InvalidOid ||
 		relid == idem_catalog.claims ||
 		relid == idem_catalog.claims_pkey ||
-		relid == idem_catalog.namespaces)
+		relid == idem_catalog.namespaces ||
+		relid == idem_catalog.machines ||
+		relid == idem_catalog.bindings)
 	{
 		idem_catalog_inval_count++;
 		idem_catalog_valid = false;
@@ -131,6 +142,8 @@ IdemGetCatalog(void)
 		found.claims = IdemLookupRelation(found.schema, "claims");
 		found.claims_pkey = IdemLookupRelation(found.schema, "claims_pkey");
 		found.namespaces = IdemLookupRelation(found.schema, "namespaces");
+		found.machines = IdemLookupRelation(found.schema, "machines");
+		found.bindings = IdemLookupRelation(found.schema, "machine_bindings");
 		idem_catalog = found;
 	} while (start != idem_catalog_inval_count);
 
@@ -219,4 +232,92 @@ IdemCheckClaimsPrivilege(AclMode mode)
 		idem_acl_granted = 0;
 	}
 	idem_acl_granted |= mode;
+}
+
+/*
+ * Connect to SPI as roleid, with search_path pinned to pg_catalog so that
+ * no user object can be picked up by our queries, which name everything
+ * with its schema anyway.
+ */
+void
+IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid)
+{
+	GetUserIdAndSecContext(&scope->save_userid, &scope->save_sec_context);
+	SetUserIdAndSecContext(roleid, scope->save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	scope->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+/*
+ * SPI_execute_with_args, but against the latest committed state (plus this
+ * transaction's own changes) rather than the transaction's snapshot.
+ *
+ * Namespaces, machines and bindings are configuration, read into
+ * long-lived per-backend caches: like catalog entries, they must be read
+ * as they are now, or a REPEATABLE READ transaction could load, and leave
+ * in the cache, a definition replaced since its snapshot was taken.
+ */
+int
+IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
+			   const char *nulls, bool read_only, long tcount)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	return SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
+								InvalidSnapshot, read_only, true, tcount);
+}
+
+/* IdemSpiScopeBegin as the owner of the internal table relid */
+void
+IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid)
+{
+	Oid			owner;
+	HeapTuple	tuple;
+
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	IdemSpiScopeBegin(scope, owner);
+}
+
+/* Undo IdemOwnerScopeBegin */
+void
+IdemOwnerScopeEnd(IdemOwnerScope *scope)
+{
+	SPI_finish();
+	AtEOXact_GUC(true, scope->save_nestlevel);
+	SetUserIdAndSecContext(scope->save_userid, scope->save_sec_context);
+}
+
+/*
+ * idempotency.idem_table_changed() returns trigger
+ *
+ * Statement trigger on the internal tables whose rows backends cache
+ * (namespaces, machines, machine bindings): any change, through our
+ * functions or by hand, makes every backend drop its cached copy once the
+ * change commits, through a relcache invalidation of the table.
+ */
+Datum
+idem_table_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("idem_table_changed() must be called as a trigger")));
+
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	return PointerGetDatum(NULL);
 }

@@ -17,6 +17,8 @@ typedef struct IdemCatalog
 	Oid			claims;			/* idempotency.claims */
 	Oid			claims_pkey;	/* its unique index on (key, ns) */
 	Oid			namespaces;		/* idempotency.namespaces */
+	Oid			machines;		/* idempotency.machines */
+	Oid			bindings;		/* idempotency.machine_bindings */
 } IdemCatalog;
 
 /* Column numbers of idempotency.claims */
@@ -26,7 +28,20 @@ typedef struct IdemCatalog
 #define Anum_claims_fingerprint 4
 #define Natts_claims			4
 
+/* State saved while running SPI as the owner of an internal table */
+typedef struct IdemOwnerScope
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+} IdemOwnerScope;
+
 extern IdemCatalog IdemGetCatalog(void);
+extern void IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid);
+extern void IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid);
+extern void IdemOwnerScopeEnd(IdemOwnerScope *scope);
+extern int	IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
+						   const char *nulls, bool read_only, long tcount);
 extern bool IdemExtensionPresent(void);
 extern IndexInfo *IdemClaimsIndexInfo(void);
 extern void IdemCheckClaimsPrivilege(AclMode mode);

@@ -27,6 +27,8 @@ _PG_init(void)
 	IdemClaimCacheInit();
 	IdemSpecTokenInit();
 	IdemNamespaceInit();
+	IdemMachineInit();
+	IdemBindingInit();
 	IdemShmemInit();
 
 #if PG_VERSION_NUM >= 150000

@@ -25,10 +25,14 @@
  * SQL standard leaves to implementations; the README lists them.
  */
 #define ERRCODE_IDEM_FINGERPRINT_MISMATCH	MAKE_SQLSTATE('I','D','0','0','1')
+#define ERRCODE_IDEM_ILLEGAL_TRANSITION		MAKE_SQLSTATE('I','D','0','0','2')
+#define ERRCODE_IDEM_UNKNOWN_STATE			MAKE_SQLSTATE('I','D','0','0','3')
 
 /* Part initialisers, called once from _PG_init */
 extern void IdemCatalogInit(void);
 extern void IdemNamespaceInit(void);
 extern void IdemShmemInit(void);
+extern void IdemMachineInit(void);
+extern void IdemBindingInit(void);
 
 #endif							/* IDEMPOTENCY_H */

@@ -42,7 +42,6 @@
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(idem_namespace_define);
-PG_FUNCTION_INFO_V1(idem_namespaces_changed);
 
 int			idem_default_ttl = 7 * SECS_PER_DAY;
 
@@ -212,51 +211,6 @@ IdemNamespaceExpiry(const IdemNamespace *ns, TimestampTz claimed_at)
 												 IntervalPGetDatum(&ns->ttl)));
 }
 
-/* State saved while running SPI as the owner of the internal tables */
-typedef struct IdemOwnerScope
-{
-	Oid			save_userid;
-	int			save_sec_context;
-	int			save_nestlevel;
-} IdemOwnerScope;
-
-/*
- * Connect to SPI as the owner of idempotency.namespaces, with search_path
- * pinned to pg_catalog so no user object can be picked up by our queries.
- */
-static void
-IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid)
-{
-	Oid			owner;
-	HeapTuple	tuple;
-
-	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	ReleaseSysCache(tuple);
-
-	GetUserIdAndSecContext(&scope->save_userid, &scope->save_sec_context);
-	SetUserIdAndSecContext(owner, scope->save_sec_context |
-						   SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	scope->save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-}
-
-/* Undo IdemOwnerScopeBegin */
-static void
-IdemOwnerScopeEnd(IdemOwnerScope *scope)
-{
-	SPI_finish();
-	AtEOXact_GUC(true, scope->save_nestlevel);
-	SetUserIdAndSecContext(scope->save_userid, scope->save_sec_context);
-}
-
 /* Copy row 0 of the SPI result (id, ttl) into entry */
 static void
 IdemNamespaceFromSpi(IdemNamespace *entry)
@@ -299,7 +253,7 @@ IdemNamespaceLoad(Oid relid, const char *name, bool create,
 	IdemOwnerScopeBegin(&scope, relid);
 	for (attempt = 0;; attempt++)
 	{
-		if (SPI_execute_with_args(select_sql, 1, argtypes, args, NULL,
+		if (IdemSpiExecute(select_sql, 1, argtypes, args, NULL,
 								  false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "could not read idempotency.namespaces");
 		found = (SPI_processed == 1);
@@ -310,7 +264,7 @@ IdemNamespaceLoad(Oid relid, const char *name, bool create,
 		 * Create it.  A concurrent creator makes us wait, as any unique key
 		 * does; if it commits first we read its row on the next round.
 		 */
-		if (SPI_execute_with_args(insert_sql, 2, argtypes, args, NULL,
+		if (IdemSpiExecute(insert_sql, 2, argtypes, args, NULL,
 								  false, 1) != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not create namespace \"%s\"", name);
 		if (SPI_processed == 1)
@@ -447,7 +401,7 @@ idem_namespace_define(PG_FUNCTION_ARGS)
 	args[1] = IntervalPGetDatum(ttl);
 
 	IdemOwnerScopeBegin(&scope, cat.namespaces);
-	if (SPI_execute_with_args(upsert_sql, 2, argtypes, args, NULL,
+	if (IdemSpiExecute(upsert_sql, 2, argtypes, args, NULL,
 							  false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not define namespace");
 	IdemOwnerScopeEnd(&scope);
@@ -455,25 +409,4 @@ idem_namespace_define(PG_FUNCTION_ARGS)
 	/* The statement trigger told other backends; forget our own copy */
 	IdemNamespaceCacheReset();
 	PG_RETURN_VOID();
-}
-
-/*
- * idem_namespaces_changed() returns trigger
- *
- * Statement trigger on idempotency.namespaces: any change to the table,
- * through our functions or by hand, makes every backend reload its cache
- * once the change commits.
- */
-Datum
-idem_namespaces_changed(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("idem_namespaces_changed() must be called as a trigger")));
-
-	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
-	return PointerGetDatum(NULL);
 }

@@ -19,7 +19,7 @@ SELECT function_privs_are('public', 'idem_namespace_define', ARRAY['text', 'inte
                           'public', ARRAY[]::text[], 'defining namespaces is for administrators');
 SELECT function_privs_are('public', 'idem_stats_reset', ARRAY[]::text[],
                           'public', ARRAY[]::text[], 'resetting statistics is for administrators');
-SELECT function_privs_are('idempotency', 'idem_namespaces_changed', ARRAY[]::text[],
+SELECT function_privs_are('idempotency', 'idem_table_changed', ARRAY[]::text[],
                           'public', ARRAY[]::text[], 'the cache trigger is not callable by PUBLIC');
 SELECT function_privs_are('public', 'idem_claim', ARRAY['text', 'text', 'text'],
                           'public', ARRAY['EXECUTE'], 'idem_claim is executable; the table privilege decides');
