@@ -22,17 +22,6 @@ BEGIN
     RETURN FOUND;
 END $$;
 
--- microseconds a query takes, run as its own statement
-CREATE OR REPLACE FUNCTION bench_time(q text) RETURNS float8
-LANGUAGE plpgsql AS $$
-DECLARE
-    t0 timestamptz := clock_timestamp();
-    n  bigint;
-BEGIN
-    EXECUTE q INTO n;
-    RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6;
-END $$;
-
 CREATE TABLE bench_results (round int, what text, usec float8);
 
 -- 36-character UUID text ids
