@@ -15,9 +15,12 @@ OBJS = \
 	src/guard.o \
 	src/machine.o \
 	src/namespace.o \
+	src/policy.o \
+	src/purge.o \
 	src/shmem.o \
 	src/spectoken.o \
-	src/stats.o
+	src/stats.o \
+	src/worker.o
 
 DATA = $(wildcard idempotency--*.sql)
 

@@ -39,14 +39,16 @@ CREATE TRIGGER namespaces_changed
 -- a 64-bit hash of the claim's fingerprint.  Column order matters to the C
 -- code (src/catalog.h).  The index leads with key, which nearly always
 -- decides a comparison on its own, so a probe calls one comparison function
--- per index tuple instead of two.
+-- per index tuple instead of two.  VACUUM does not truncate the table: that
+-- would take an ACCESS EXCLUSIVE lock and stall every claim, and the purge
+-- keeps the table from shrinking anyway.
 CREATE TABLE idempotency.claims (
     claimed_at  timestamptz NOT NULL,
     ns          integer     NOT NULL,
     key         bytea       NOT NULL,
     fingerprint bigint,
     CONSTRAINT claims_pkey PRIMARY KEY (key, ns)
-);
+) WITH (vacuum_truncate = false);
 COMMENT ON TABLE idempotency.claims IS 'claimed event ids; use the idem_claims view to read them';
 
 -- Declared state machines: each state maps to the states it may move to.
@@ -80,14 +82,44 @@ CREATE TRIGGER machine_bindings_changed
     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.machine_bindings
     FOR EACH STATEMENT EXECUTE FUNCTION idempotency.idem_table_changed();
 
--- A dropped table takes its binding with it, so that a new table that
--- happens to get the same OID is not bound by mistake.
+-- User tables the purge keeps bounded (idem_purge_policy_add).
+CREATE TABLE idempotency.purge_policies (
+    rel         regclass    NOT NULL,
+    time_column name        NOT NULL,
+    ttl         interval    NOT NULL,
+    added_at    timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT purge_policies_pkey PRIMARY KEY (rel),
+    CONSTRAINT purge_policies_ttl_check CHECK (ttl > interval '0' AND ttl <= interval '100 years')
+);
+COMMENT ON TABLE idempotency.purge_policies IS 'user tables purged by time column and TTL';
+
+-- What the purge did: one row per table per round, bounded by
+-- idempotency.purge_history.  Operational history, so not dumped.
+CREATE TABLE idempotency.purge_runs (
+    run_id       bigint      GENERATED ALWAYS AS IDENTITY,
+    started_at   timestamptz NOT NULL,
+    finished_at  timestamptz NOT NULL,
+    target       text        NOT NULL,
+    trigger      text        NOT NULL CHECK (trigger IN ('worker', 'manual')),
+    rows_deleted bigint      NOT NULL,
+    batches      int         NOT NULL,
+    timeouts     int         NOT NULL,
+    error        text,
+    CONSTRAINT purge_runs_pkey PRIMARY KEY (run_id)
+);
+COMMENT ON TABLE idempotency.purge_runs IS 'history of purge rounds; read it through idem_purge_runs';
+
+-- A dropped table takes its binding and purge policy with it, so that a
+-- new table that happens to get the same OID inherits neither.
 CREATE FUNCTION idempotency.idem_forget_dropped_tables() RETURNS event_trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     DELETE FROM idempotency.machine_bindings b
      USING pg_event_trigger_dropped_objects() d
      WHERE d.classid = 'pg_class'::regclass AND d.objid = b.rel::oid;
+    DELETE FROM idempotency.purge_policies p
+     USING pg_event_trigger_dropped_objects() d
+     WHERE d.classid = 'pg_class'::regclass AND d.objid = p.rel::oid;
 END $$;
 CREATE EVENT TRIGGER idem_forget_dropped_tables ON sql_drop
     WHEN TAG IN ('DROP TABLE', 'DROP SCHEMA', 'DROP OWNED')
@@ -97,6 +129,7 @@ CREATE EVENT TRIGGER idem_forget_dropped_tables ON sql_drop
 -- every event again.  Machines and bindings are configuration too.
 SELECT pg_catalog.pg_extension_config_dump('idempotency.machines', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.machine_bindings', '');
+SELECT pg_catalog.pg_extension_config_dump('idempotency.purge_policies', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.namespaces', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.namespace_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.claims', '');
@@ -211,6 +244,43 @@ COMMENT ON FUNCTION idem_state_guard() IS
     'trigger installed by idem_machine_bind: refuses illegal status transitions';
 
 --
+-- Purge
+--
+CREATE FUNCTION idem_purge(max_rows bigint DEFAULT NULL)
+    RETURNS bigint
+    AS 'MODULE_PATHNAME', 'idem_purge'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_purge(bigint) IS
+    'purge expired claims and policy rows now, in this transaction; returns the rows deleted';
+
+CREATE FUNCTION idem_purge_policy_add(rel regclass, time_column name, ttl interval)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_purge_policy_add'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_purge_policy_add(regclass, name, interval) IS
+    'make the purge delete rows of a table whose time column is older than ttl';
+
+CREATE FUNCTION idem_purge_policy_remove(rel regclass)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_purge_policy_remove'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_purge_policy_remove(regclass) IS
+    'stop purging a table';
+
+CREATE VIEW idem_purge_runs AS
+    SELECT current_database()        AS database,
+           target                    AS "table",
+           started_at,
+           finished_at - started_at  AS duration,
+           rows_deleted,
+           batches,
+           timeouts,
+           error                     AS last_error,
+           trigger
+      FROM idempotency.purge_runs;
+COMMENT ON VIEW idem_purge_runs IS 'what the purge deleted, per table and round, newest history only';
+
+--
 -- Views
 --
 CREATE FUNCTION idempotency.idem_key_text(bytea)
@@ -241,7 +311,8 @@ CREATE FUNCTION idempotency.idem_stats_read(
         OUT fingerprint_mismatches bigint,
         OUT takeovers bigint,
         OUT busy bigint,
-        OUT releases bigint)
+        OUT releases bigint,
+        OUT purged bigint)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'idem_stats_read'
     LANGUAGE C VOLATILE PARALLEL RESTRICTED;
@@ -249,7 +320,7 @@ CREATE FUNCTION idempotency.idem_stats_read(
 CREATE VIEW idem_stats AS
     SELECT n.name AS namespace,
            s.claims, s.duplicates, s.waits, s.fingerprint_mismatches,
-           s.takeovers, s.busy, s.releases
+           s.takeovers, s.busy, s.releases, s.purged
       FROM idempotency.idem_stats_read() s
       JOIN idempotency.namespaces n ON n.id = s.ns;
 COMMENT ON VIEW idem_stats IS
@@ -274,11 +345,13 @@ REVOKE ALL ON FUNCTION idem_machine_define(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_machine_drop(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_forget_dropped_tables() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_stats_reset() FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_purge(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_table_changed() FROM PUBLIC;
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
 GRANT SELECT ON idempotency.namespaces, idempotency.machines,
                 idempotency.machine_bindings TO PUBLIC;
-GRANT SELECT ON idem_stats TO PUBLIC;
+GRANT SELECT ON idem_stats, idem_purge_runs TO PUBLIC;
+GRANT SELECT ON idempotency.purge_runs, idempotency.purge_policies TO PUBLIC;
 
 -- With security_invoker (PostgreSQL 15 and later), reading idem_claims
 -- needs SELECT on idempotency.claims, like any other read of claims.

@@ -357,7 +357,7 @@ IdemBindTriggers(Relation rel, const char *status_column, bool install,
 	IdemOwnerScope scope;
 	char	   *sql;
 
-	IdemSpiScopeBegin(&scope, GetUserId());
+	IdemSpiScopeBegin(&scope, GetUserId(), true);
 	/* no NOTICE for the triggers DROP IF EXISTS does not find */
 	(void) set_config_option("client_min_messages", "warning",
 							 PGC_USERSET, PGC_S_SESSION,

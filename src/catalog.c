@@ -235,21 +235,25 @@ IdemCheckClaimsPrivilege(AclMode mode)
 }
 
 /*
- * Connect to SPI as roleid, with search_path pinned to pg_catalog so that
- * no user object can be picked up by our queries, which name everything
- * with its schema anyway.
+ * Connect to SPI as roleid.  With pin_search_path, search_path is pinned to
+ * pg_catalog, so that no user object can be picked up by our queries, which
+ * name everything with its schema anyway; that is for work on our own
+ * tables.  Work on a user's table as its owner leaves search_path alone,
+ * since the owner's triggers may rely on it and the owner's rights are all
+ * they can get.
  */
 void
-IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid)
+IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid, bool pin_search_path)
 {
 	GetUserIdAndSecContext(&scope->save_userid, &scope->save_sec_context);
 	SetUserIdAndSecContext(roleid, scope->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 	scope->save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	if (pin_search_path)
+		(void) set_config_option("search_path", "pg_catalog, pg_temp",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 }
@@ -288,7 +292,7 @@ IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid)
 		elog(ERROR, "cache lookup failed for relation %u", relid);
 	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
 	ReleaseSysCache(tuple);
-	IdemSpiScopeBegin(scope, owner);
+	IdemSpiScopeBegin(scope, owner, true);
 }
 
 /* Undo IdemOwnerScopeBegin */

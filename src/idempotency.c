@@ -30,6 +30,7 @@ _PG_init(void)
 	IdemMachineInit();
 	IdemBindingInit();
 	IdemShmemInit();
+	IdemWorkerInit();
 
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idempotency");

@@ -34,5 +34,6 @@ extern void IdemNamespaceInit(void);
 extern void IdemShmemInit(void);
 extern void IdemMachineInit(void);
 extern void IdemBindingInit(void);
+extern void IdemWorkerInit(void);
 
 #endif							/* IDEMPOTENCY_H */

@@ -19,6 +19,7 @@ typedef enum IdemStatCounter
 	IDEM_STAT_TAKEOVERS,		/* expired claims taken over */
 	IDEM_STAT_BUSY,				/* idem_try_claim calls that returned NULL */
 	IDEM_STAT_RELEASES,			/* claims removed by idem_release */
+	IDEM_STAT_PURGED,			/* expired claims deleted by the purge */
 	IDEM_STAT_NCOUNTERS
 } IdemStatCounter;
 
@@ -44,6 +45,14 @@ IdemStatsCount(IdemStatsEntry *entry, IdemStatCounter counter)
 {
 	if (entry != NULL)
 		pg_atomic_fetch_add_u64(&entry->counters[counter], 1);
+}
+
+/* Count n events */
+static inline void
+IdemStatsAdd(IdemStatsEntry *entry, IdemStatCounter counter, int64 n)
+{
+	if (entry != NULL)
+		pg_atomic_fetch_add_u64(&entry->counters[counter], (uint64) n);
 }
 
 extern void IdemStatsDefineGucs(void);

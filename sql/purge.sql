@@ -1,0 +1,112 @@
+-- idem_purge and purge policies
+SET client_min_messages = warning;
+
+-- expired claims go, live ones stay
+SELECT idem_namespace_define('purge_a', '1 hour');
+SELECT idem_namespace_define('purge_b', '1 day');
+SELECT count(*) FILTER (WHERE idem_claim('a-' || g, 'purge_a')) FROM generate_series(1, 300) g;
+SELECT count(*) FILTER (WHERE idem_claim('b-' || g, 'purge_b')) FROM generate_series(1, 300) g;
+UPDATE idempotency.claims SET claimed_at = claimed_at - interval '2 hours'
+ WHERE ns = (SELECT id FROM idempotency.namespaces WHERE name IN ('purge_a'))
+   AND idempotency.idem_key_text(key) LIKE 'a-1%';
+UPDATE idempotency.claims SET claimed_at = claimed_at - interval '2 hours'
+ WHERE ns = (SELECT id FROM idempotency.namespaces WHERE name IN ('purge_b'));
+SELECT namespace, expired, count(*) FROM idem_claims
+ WHERE namespace IN ('purge_a', 'purge_b') GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT idem_purge(50) AS limited_to_50;
+SELECT idem_purge() AS the_rest;
+SELECT idem_purge() AS nothing_left;
+SELECT namespace, expired, count(*) FROM idem_claims
+ WHERE namespace IN ('purge_a', 'purge_b') GROUP BY 1, 2 ORDER BY 1, 2;
+SELECT namespace, purged FROM idem_stats WHERE namespace IN ('purge_a', 'purge_b') ORDER BY 1;
+-- a purged claim can be made again
+SELECT idem_claim('a-1', 'purge_a') AS reclaim_after_purge;
+
+-- user tables: the hand-made processed-events table of the seed articles
+CREATE ROLE regress_idem_purge_owner;
+CREATE ROLE regress_idem_purge_other;
+CREATE TABLE payment_event_processed (
+    event_id    text PRIMARY KEY,
+    order_id    text NOT NULL,
+    create_time timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE payment_event_processed OWNER TO regress_idem_purge_owner;
+INSERT INTO payment_event_processed
+SELECT 'e-' || g, 'o-' || g, now() - g * interval '1 day' FROM generate_series(1, 100) g;
+-- deletes run as the table's owner: a trigger records who deleted
+CREATE TABLE purge_deleters (who text);
+GRANT INSERT ON purge_deleters TO regress_idem_purge_owner;
+CREATE FUNCTION record_deleter() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO purge_deleters VALUES (current_user);
+    RETURN OLD;
+END $$;
+CREATE TRIGGER record_deleter AFTER DELETE ON payment_event_processed
+    FOR EACH ROW EXECUTE FUNCTION record_deleter();
+
+SET ROLE regress_idem_purge_other;
+SELECT idem_purge_policy_add('payment_event_processed', 'create_time', '90 days');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE regress_idem_purge_owner;
+SELECT idem_purge_policy_add('payment_event_processed', 'create_time', '90 days');
+RESET ROLE;
+SELECT rel, time_column, ttl FROM idempotency.purge_policies;
+SELECT idem_purge() AS purged;
+SELECT count(*) AS kept, min(create_time) > now() - interval '91 days' AS only_recent
+  FROM payment_event_processed;
+SELECT who, count(*) FROM purge_deleters GROUP BY who;
+SELECT "table", rows_deleted, last_error, trigger FROM idem_purge_runs
+ WHERE "table" = 'public.payment_event_processed';
+
+-- the owner's rights, not a superuser's: without DELETE the purge of that
+-- table fails, with a warning and a recorded error, and the rest goes on
+ALTER TABLE payment_event_processed DISABLE TRIGGER record_deleter;
+INSERT INTO payment_event_processed VALUES ('old', 'o', now() - interval '1 year');
+SELECT idem_claim('stale', 'purge_a');
+UPDATE idempotency.claims SET claimed_at = claimed_at - interval '2 hours'
+ WHERE idempotency.idem_key_text(key) = 'stale';
+REVOKE DELETE ON payment_event_processed FROM regress_idem_purge_owner;
+SELECT idem_purge() AS purged_claims_only;
+SELECT "table", rows_deleted, last_error FROM idem_purge_runs
+ WHERE last_error IS NOT NULL;
+GRANT DELETE ON payment_event_processed TO regress_idem_purge_owner;
+SELECT idem_purge() AS purged_with_delete_back;
+
+-- policy errors
+SELECT idem_purge_policy_add('payment_event_processed', 'order_id', '1 day');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_purge_policy_add('payment_event_processed', 'nope', '1 day');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_purge_policy_add('payment_event_processed', 'create_time', '0 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_purge_policy_add('payment_event_processed', 'create_time', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_purge_policy_add(NULL, 'create_time', '1 day');
+CREATE VIEW purge_view AS SELECT * FROM payment_event_processed;
+SELECT idem_purge_policy_add('purge_view', 'create_time', '1 day');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_purge(-1);
+\echo :LAST_ERROR_SQLSTATE
+BEGIN READ ONLY;
+SELECT idem_purge();
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+SET ROLE regress_idem_purge_other;
+SELECT idem_purge();
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_purge_policy_remove('payment_event_processed');
+RESET ROLE;
+
+-- removing; dropping a table forgets its policy
+SET ROLE regress_idem_purge_owner;
+SELECT idem_purge_policy_remove('payment_event_processed') AS removed,
+       idem_purge_policy_remove('payment_event_processed') AS again;
+SELECT idem_purge_policy_add('payment_event_processed', 'create_time', '1 year');
+RESET ROLE;
+DROP VIEW purge_view;
+DROP TABLE payment_event_processed;
+SELECT count(*) AS policies_left FROM idempotency.purge_policies;
+DROP TABLE purge_deleters;
+DROP FUNCTION record_deleter();
+DROP ROLE regress_idem_purge_owner, regress_idem_purge_other;

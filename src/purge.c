@@ -1,0 +1,593 @@
+/*
+ * purge.c
+ *	  Deleting expired claims and expired rows of registered user tables.
+ *
+ * A purge works through a target (idempotency.claims, or a user table
+ * registered with idem_purge_policy_add) in batches.  A batch is one
+ * statement: pick up to batch expired rows after a TID cursor, locking them
+ * FOR UPDATE SKIP LOCKED, and delete them.  So a batch
+ *
+ *	 - never waits on a row: rows being claimed, taken over or released by a
+ *	   transaction in flight are skipped and left to the next round, and
+ *	   claims whose inserting transaction is in flight are invisible to it;
+ *	 - never deletes an unexpired row: the expiry test is in its WHERE
+ *	   clause, evaluated against the row it locks;
+ *	 - moves forward through the heap by TID (a TID range scan), so a round
+ *	   reads the table once however many batches it takes.
+ *
+ * The background worker (worker.c) runs each batch in its own short
+ * transaction with a short lock_timeout, halving the batch after a timeout
+ * and growing it back after successes, and bounds a round by
+ * idempotency.purge_max_runtime.  idem_purge() runs the same batches in the
+ * caller's transaction.  After a worker round that deleted claims, the
+ * claims table is vacuumed, so that the space is reused and the store
+ * stays the size of its live rows.
+ *
+ * Claims use the same expiry rule as the claim functions: claimed_at plus
+ * the namespace's TTL, computed in UTC, before now().  User tables use
+ * "time column < now() - ttl".  Deletes on a user table run as its owner,
+ * never as a superuser acting for others.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension_d.h"
+#include "catalog/pg_type_d.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "commands/vacuum.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_node.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/lmgr.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/syscache.h"
+#include "catalog/pg_class.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "catalog.h"
+#include "idempotency.h"
+#include "purge.h"
+#include "stats.h"
+
+PG_FUNCTION_INFO_V1(idem_purge);
+
+/* A batch of the claims table: returns the cursor, rows seen, ns of rows deleted */
+static const char *const idem_purge_claims_sql =
+"WITH victims AS MATERIALIZED ("
+"  SELECT c.ctid AS tid FROM idempotency.claims c"
+"    JOIN idempotency.namespaces n ON n.id = c.ns"
+"   WHERE c.ctid > $1"
+"     AND ((c.claimed_at AT TIME ZONE 'UTC') + n.ttl) AT TIME ZONE 'UTC' < now()"
+"   LIMIT $2 FOR UPDATE OF c SKIP LOCKED),"
+" gone AS ("
+"  DELETE FROM idempotency.claims"
+"   WHERE ctid = ANY (ARRAY(SELECT tid FROM victims)) RETURNING ns)"
+"SELECT (SELECT max(tid) FROM victims), (SELECT count(*) FROM victims),"
+"       (SELECT array_agg(ns) FROM gone)";
+
+/*
+ * A batch of a user table; %s are its quoted name and time column.  It runs
+ * with the owner's search_path, so every operator and function is named
+ * with its schema.
+ */
+static const char *const idem_purge_table_sql =
+"WITH victims AS MATERIALIZED ("
+"  SELECT ctid AS tid FROM %s"
+"   WHERE ctid OPERATOR(pg_catalog.>) $1"
+"     AND %s OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $3)"
+"   LIMIT $2 FOR UPDATE SKIP LOCKED),"
+" gone AS ("
+"  DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT tid FROM victims)) RETURNING 1)"
+"SELECT (SELECT pg_catalog.max(tid) FROM victims), (SELECT pg_catalog.count(*) FROM victims),"
+"       (SELECT pg_catalog.count(*) FROM gone)";
+
+/* The owner of a relation */
+static Oid
+IdemRelOwner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/*
+ * The targets of a purge: the claims, then every registered user table
+ * that still exists.  Allocated in the current memory context; call within
+ * a transaction.
+ */
+List *
+IdemPurgeTargets(void)
+{
+	IdemCatalog cat = IdemGetCatalog();
+	IdemPurgeTarget *t;
+	List	   *targets = NIL;
+	IdemOwnerScope scope;
+	MemoryContext cxt = CurrentMemoryContext;
+	uint64		i;
+
+	t = palloc0(sizeof(IdemPurgeTarget));
+	t->is_claims = true;
+	t->relid = cat.claims;
+	t->owner = IdemRelOwner(cat.claims);
+	t->label = pstrdup("idempotency.claims");
+	t->relname_sql = t->label;
+	targets = lappend(targets, t);
+
+	IdemOwnerScopeBegin(&scope, cat.claims);
+	if (IdemSpiExecute("SELECT p.rel::oid, p.time_column, p.ttl FROM idempotency.purge_policies p"
+					   " JOIN pg_catalog.pg_class c ON c.oid = p.rel ORDER BY p.rel",
+					   0, NULL, NULL, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read idempotency.purge_policies");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Oid			relid = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
+		char	   *column = SPI_getvalue(tup, desc, 2);
+		Interval   *ttl = DatumGetIntervalP(SPI_getbinval(tup, desc, 3, &isnull));
+		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+		char	   *nspname = get_namespace_name(get_rel_namespace(relid));
+		char	   *relname = get_rel_name(relid);
+
+		if (nspname != NULL && relname != NULL)
+		{
+			t = palloc0(sizeof(IdemPurgeTarget));
+			t->relid = relid;
+			t->owner = IdemRelOwner(relid);
+			t->relname_sql = quote_qualified_identifier(nspname, relname);
+			t->label = t->relname_sql;
+			t->column_sql = pstrdup(quote_identifier(column));
+			t->ttl = *ttl;
+			targets = lappend(targets, t);
+		}
+		MemoryContextSwitchTo(oldcxt);
+	}
+	IdemOwnerScopeEnd(&scope);
+	return targets;
+}
+
+/* qsort comparator for namespace ids */
+static int
+IdemInt32Compare(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* Count deleted claims per namespace into the shared statistics */
+static void
+IdemPurgeCountNamespaces(Datum nsarray)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(nsarray);
+	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	int32	   *ns = palloc(sizeof(int32) * Max(n, 1));
+	int			i;
+	int			start = 0;
+
+	memcpy(ns, ARR_DATA_PTR(arr), sizeof(int32) * n);	/* int4[] without nulls */
+	qsort(ns, n, sizeof(int32), IdemInt32Compare);
+	for (i = 1; i <= n; i++)
+	{
+		if (i < n && ns[i] == ns[start])
+			continue;
+		IdemStatsAdd(IdemStatsLookup(MyDatabaseId, ns[start]), IDEM_STAT_PURGED, i - start);
+		start = i;
+	}
+	pfree(ns);
+}
+
+/*
+ * Delete up to batch expired rows of target after *cursor, as the target's
+ * owner.  Call within a transaction with an active snapshot.  Advances
+ * *cursor; *more is false when no expired row is left after it.  Returns
+ * the number of rows deleted.
+ */
+int64
+IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *more)
+{
+	IdemOwnerScope scope;
+	Oid			argtypes[3] = {TIDOID, INT4OID, INTERVALOID};
+	Datum		args[3];
+	int64		deleted = 0;
+	int64		seen = 0;
+	char	   *sql;
+
+	args[0] = PointerGetDatum(cursor);	/* tid is passed by reference */
+	args[1] = Int32GetDatum(batch);
+	args[2] = IntervalPGetDatum(&target->ttl);
+
+	if (target->is_claims)
+		sql = (char *) idem_purge_claims_sql;
+	else
+		sql = psprintf(idem_purge_table_sql, target->relname_sql,
+					   target->column_sql, target->relname_sql);
+
+	IdemSpiScopeBegin(&scope, target->owner, target->is_claims);
+	if (SPI_execute_with_args(sql, target->is_claims ? 2 : 3, argtypes, args,
+							  NULL, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "purge of %s failed", target->label);
+	else
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		d;
+
+		d = SPI_getbinval(tup, desc, 1, &isnull);
+		if (!isnull)
+			*cursor = *(ItemPointer) DatumGetPointer(d);
+		seen = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+		d = SPI_getbinval(tup, desc, 3, &isnull);
+		if (target->is_claims)
+		{
+			if (!isnull)
+			{
+				deleted = ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(d)),
+										 ARR_DIMS(DatumGetArrayTypeP(d)));
+				IdemPurgeCountNamespaces(d);
+			}
+		}
+		else
+			deleted = isnull ? 0 : DatumGetInt64(d);
+	}
+	IdemOwnerScopeEnd(&scope);
+	*more = (seen >= batch);
+	return deleted;
+}
+
+/* Add a purge run to idempotency.purge_runs, keeping its history bounded */
+void
+IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
+				const char *trigger)
+{
+	IdemCatalog cat = IdemGetCatalog();
+	IdemOwnerScope scope;
+	Oid			argtypes[7] = {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID,
+	INT4OID, INT4OID, TEXTOID};
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			histtypes[1] = {INT4OID};
+	Datum		hist[1];
+
+	args[0] = TimestampTzGetDatum(result->started_at);
+	args[1] = CStringGetTextDatum(target->label);
+	args[2] = CStringGetTextDatum(trigger);
+	args[3] = Int64GetDatum(result->rows);
+	args[4] = Int32GetDatum(result->batches);
+	args[5] = Int32GetDatum(result->timeouts);
+	if (result->error != NULL)
+		args[6] = CStringGetTextDatum(result->error);
+	else
+		nulls[6] = 'n';
+	hist[0] = Int32GetDatum(idem_purge_history);
+
+	IdemOwnerScopeBegin(&scope, cat.claims);
+	if (SPI_execute_with_args("INSERT INTO idempotency.purge_runs"
+							  " (started_at, finished_at, target, trigger, rows_deleted,"
+							  "  batches, timeouts, error)"
+							  " VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7)",
+							  7, argtypes, args, nulls, false, 0) != SPI_OK_INSERT ||
+		SPI_execute_with_args("DELETE FROM idempotency.purge_runs"
+							  " WHERE run_id <= (SELECT max(run_id) FROM idempotency.purge_runs) - $1",
+							  1, histtypes, hist, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not record purge run");
+	IdemOwnerScopeEnd(&scope);
+}
+
+/* Is the extension there, and not being dropped?  Locks it for this xact */
+static bool
+IdemPurgeExtensionReady(void)
+{
+	Oid			extoid = get_extension_oid("idempotency", true);
+
+	if (!OidIsValid(extoid))
+		return false;
+	if (!ConditionalLockDatabaseObject(ExtensionRelationId, extoid, 0, AccessShareLock))
+		return false;
+	/* the lock processed invalidations: is it still there? */
+	return get_extension_oid("idempotency", true) == extoid;
+}
+
+/* VACUUM the claims table, so that deleted rows' space is reused at once */
+static void
+IdemPurgeVacuumClaims(void)
+{
+	VacuumStmt *stmt = makeNode(VacuumStmt);
+	ParseState *pstate = make_parsestate(NULL);
+	MemoryContext portal = AllocSetContextCreate(TopMemoryContext,
+												 "idempotency vacuum",
+												 ALLOCSET_DEFAULT_SIZES);
+
+	/* vacuum() allocates in PortalContext, which a worker has not got */
+	PortalContext = portal;
+	stmt->options = NIL;
+	stmt->rels = list_make1(makeVacuumRelation(makeRangeVar(IDEM_SCHEMA_NAME, "claims", -1),
+											   InvalidOid, NIL));
+	stmt->is_vacuumcmd = true;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "VACUUM idempotency.claims");
+	ExecVacuum(pstate, stmt, true);		/* commits and starts transactions */
+	if (ActiveSnapshotSet())
+		PopActiveSnapshot();
+	CommitTransactionCommand();
+	PortalContext = NULL;
+	MemoryContextDelete(portal);
+}
+
+/*
+ * Purge one target with a transaction per batch, as the background worker
+ * does.  Stops early at deadline, on SIGTERM or when the purge is paused.
+ */
+static void
+IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
+						 IdemPurgeResult *result, MemoryContext cxt)
+{
+	ItemPointerData cursor;
+	volatile int batch = idem_purge_batch_size;
+
+	ItemPointerSet(&cursor, 0, 0);
+	memset(result, 0, sizeof(*result));
+	result->started_at = GetCurrentTimestamp();
+
+	for (;;)
+	{
+		bool		more = false;
+		volatile bool ready = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (!idem_purge_enabled || GetCurrentTimestamp() >= deadline)
+			return;
+
+		SetCurrentStatementStartTimestamp();	/* now() of this batch */
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		PG_TRY();
+		{
+			ready = IdemPurgeExtensionReady();
+			if (ready)
+			{
+				char		timeout[32];
+
+				snprintf(timeout, sizeof(timeout), "%d", 100);
+				(void) set_config_option("lock_timeout", timeout, PGC_USERSET,
+										 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+				pgstat_report_activity(STATE_RUNNING, target->label);
+				result->rows += IdemPurgeBatch(target, batch, &cursor, &more);
+				result->batches++;
+			}
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			{
+				/* someone holds a lock we need: back off with smaller batches */
+				result->timeouts++;
+				batch = Max(batch / 2, IDEM_PURGE_MIN_BATCH);
+				FreeErrorData(edata);
+				pg_usleep(10000L);
+				continue;
+			}
+			result->error = pstrdup(edata->message);
+			FreeErrorData(edata);
+			return;
+		}
+		PG_END_TRY();
+		pgstat_report_activity(STATE_IDLE, NULL);
+
+		if (!ready || !more)
+		{
+			result->complete = ready;
+			return;
+		}
+		if (batch < idem_purge_batch_size)
+			batch = Min(batch * 2, idem_purge_batch_size);
+	}
+}
+
+/*
+ * One purge round in the current database, run by the per-database
+ * background worker: every target in batches, then a VACUUM of the claims
+ * if any were deleted.  Logs at most one line, unless idempotency.log_purge
+ * asks for one per target.
+ */
+void
+IdemPurgeDatabaseRound(void)
+{
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "idempotency purge",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline = TimestampTzPlusMilliseconds(start, idem_purge_max_runtime);
+	List	   *targets = NIL;
+	ListCell   *lc;
+	int64		total = 0;
+	int64		claims = 0;
+	int			timeouts = 0;
+	int			errors = 0;
+	bool		ready;
+	char	   *dbname;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	MemoryContextSwitchTo(cxt);
+	dbname = get_database_name(MyDatabaseId);	/* needs a transaction */
+	ready = IdemPurgeExtensionReady();
+	if (ready)
+		targets = IdemPurgeTargets();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
+	if (!ready)
+	{
+		/* no extension here, or it is being dropped: quietly nothing */
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextDelete(cxt);
+		return;
+	}
+
+	foreach(lc, targets)
+	{
+		IdemPurgeTarget *target = lfirst(lc);
+		IdemPurgeResult result;
+
+		IdemPurgeTargetInBatches(target, deadline, &result, cxt);
+		MemoryContextSwitchTo(cxt);
+		total += result.rows;
+		if (target->is_claims)
+			claims = result.rows;
+		timeouts += result.timeouts;
+		if (result.error != NULL)
+			errors++;
+
+		if (result.rows > 0 || result.error != NULL || result.timeouts > 0)
+		{
+			SetCurrentStatementStartTimestamp();
+			StartTransactionCommand();
+			PushActiveSnapshot(GetTransactionSnapshot());
+			if (IdemPurgeExtensionReady())
+				IdemPurgeRecord(target, &result, "worker");
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			MemoryContextSwitchTo(cxt);
+		}
+		if (idem_log_purge)
+			ereport(LOG,
+					(errmsg("idempotency purge of %s in database \"%s\": %lld rows in %d batches, %d lock timeouts%s%s",
+							target->label, dbname,
+							(long long) result.rows, result.batches, result.timeouts,
+							result.error ? ", error: " : "",
+							result.error ? result.error : "")));
+		if (!idem_purge_enabled || GetCurrentTimestamp() >= deadline)
+			break;
+	}
+
+	if (claims > 0)
+		IdemPurgeVacuumClaims();
+
+	if (!idem_log_purge && (total > 0 || errors > 0))
+		ereport(LOG,
+				(errmsg("idempotency purged %lld expired rows in database \"%s\" in %ld ms (%d lock timeouts, %d errors)",
+						(long long) total, dbname,
+						(long) (TimestampDifferenceMilliseconds(start, GetCurrentTimestamp())),
+						timeouts, errors)));
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(cxt);
+}
+
+/*
+ * idem_purge(max_rows bigint) returns bigint
+ *
+ * Purges now, in the caller's transaction, across the claims and the
+ * registered tables; returns the number of rows deleted.  At most max_rows
+ * if given.  Rows locked by transactions in flight are skipped.
+ */
+Datum
+idem_purge(PG_FUNCTION_ARGS)
+{
+	int64		max_rows = PG_ARGISNULL(0) ? PG_INT64_MAX : PG_GETARG_INT64(0);
+	List	   *targets;
+	ListCell   *lc;
+	volatile int64 total = 0;
+
+	if (max_rows < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_rows must not be negative")));
+	PreventCommandIfReadOnly("idem_purge()");
+
+	targets = IdemPurgeTargets();
+	foreach(lc, targets)
+	{
+		IdemPurgeTarget *target = lfirst(lc);
+		IdemPurgeResult result;
+		MemoryContext oldcxt = CurrentMemoryContext;
+		ResourceOwner oldowner = CurrentResourceOwner;
+
+		memset(&result, 0, sizeof(result));
+		result.started_at = GetCurrentTimestamp();
+
+		/* one failing table must not stop the others: a subtransaction each */
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(oldcxt);
+		PG_TRY();
+		{
+			ItemPointerData cursor;
+			bool		more = true;
+
+			ItemPointerSet(&cursor, 0, 0);
+			while (more && total + result.rows < max_rows)
+			{
+				int			batch = (int) Min((int64) idem_purge_batch_size,
+											  max_rows - total - result.rows);
+
+				CHECK_FOR_INTERRUPTS();
+				result.rows += IdemPurgeBatch(target, batch, &cursor, &more);
+				result.batches++;
+				/* let the next batch see this one's work */
+				CommandCounterIncrement();
+			}
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+			total += result.rows;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(oldcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+			result.rows = 0;
+			result.error = edata->message;
+			ereport(WARNING,
+					(errcode(edata->sqlerrcode),
+					 errmsg("could not purge %s: %s", target->label, edata->message)));
+		}
+		PG_END_TRY();
+		if (result.rows > 0 || result.error != NULL)
+			IdemPurgeRecord(target, &result, "manual");
+	}
+	PG_RETURN_INT64(total);
+}

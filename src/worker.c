@@ -1,0 +1,274 @@
+/*
+ * worker.c
+ *	  The purge launcher and its short-lived per-database workers.
+ *
+ * With shared_preload_libraries = 'idempotency' the postmaster starts one
+ * launcher.  Every idempotency.purge_interval it lists the databases that
+ * accept connections and, one at a time, starts a dynamic background
+ * worker connected to each; that worker runs one purge round (purge.c) and
+ * exits.  So no worker slot is held for an idle database, no database needs
+ * configuring, and a database without the extension costs a connection
+ * that finds nothing and leaves quietly.
+ *
+ * Lifecycle:
+ *	 - SIGHUP reloads the configuration; a new interval applies at once.
+ *	 - SIGTERM stops the launcher (and its current worker, which is
+ *	   cancelled between or inside a batch; a batch is one transaction, so
+ *	   it rolls back whole).  The launcher exits with code 1, so the
+ *	   postmaster restarts it after bgw_restart_time, as it does after a
+ *	   crash; at shutdown the postmaster restarts nothing.
+ *	 - All waits are on the latch with WL_EXIT_ON_PM_DEATH, and a worker's
+ *	   rounds are bounded, so the purge never delays a shutdown.
+ *	 - Nothing is done while the server is in recovery (a standby), nor in
+ *	   binary upgrade mode; idempotency.purge_enabled = off pauses it.
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "idempotency.h"
+#include "purge.h"
+
+PGDLLEXPORT void IdemLauncherMain(Datum arg);
+PGDLLEXPORT void IdemPurgeWorkerMain(Datum arg);
+
+bool		idem_purge_enabled = true;
+int			idem_purge_interval = 60;
+int			idem_purge_batch_size = 10000;
+int			idem_purge_max_runtime = 30000;
+int			idem_purge_history = 1000;
+bool		idem_log_purge = false;
+
+static volatile sig_atomic_t got_sigterm = false;
+
+/* SIGTERM for the launcher: finish up at the next chance */
+static void
+IdemLauncherSigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	got_sigterm = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/* Define the purge GUCs; register the launcher when preloaded */
+void
+IdemWorkerInit(void)
+{
+	BackgroundWorker worker;
+
+	DefineCustomBoolVariable("idempotency.purge_enabled",
+							 "Whether the background worker purges expired rows.",
+							 NULL, &idem_purge_enabled, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.purge_interval",
+							"Time between purge rounds in each database.",
+							NULL, &idem_purge_interval, 60, 1, 86400,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.purge_batch_size",
+							"Rows deleted per purge batch, each batch in its own transaction.",
+							"After a lock timeout the purge halves its batch, down to 100 rows, and grows it back afterwards.",
+							&idem_purge_batch_size, 10000, IDEM_PURGE_MIN_BATCH, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.purge_max_runtime",
+							"Longest time one purge round may run in a database.",
+							NULL, &idem_purge_max_runtime, 30000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.purge_history",
+							"Purge runs kept in idempotency.purge_runs, per database.",
+							NULL, &idem_purge_history, 1000, 1, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("idempotency.log_purge",
+							 "Log every purged table, not just one line per round.",
+							 NULL, &idem_log_purge, false,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
+		return;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idempotency");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "IdemLauncherMain");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "idempotency purge launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "idempotency purge launcher");
+	RegisterBackgroundWorker(&worker);
+}
+
+/* The databases a round visits: those accepting connections */
+static List *
+IdemLauncherDatabases(MemoryContext cxt)
+{
+	List	   *dbs = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		MemoryContext oldcxt;
+
+		if (!db->datallowconn || db->datistemplate)
+			continue;
+		oldcxt = MemoryContextSwitchTo(cxt);
+		dbs = lappend_oid(dbs, db->oid);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return dbs;
+}
+
+/* Wait on the latch up to ms, handling SIGHUP; false on SIGTERM */
+static bool
+IdemLauncherSleep(long ms)
+{
+	if (got_sigterm)
+		return false;
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+	return !got_sigterm;
+}
+
+/* Run one per-database worker to completion; false on SIGTERM */
+static bool
+IdemLauncherRunWorker(Oid dbid)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	pid_t		pid;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idempotency");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "IdemPurgeWorkerMain");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "idempotency purge worker");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "idempotency purge worker");
+	worker.bgw_main_arg = ObjectIdGetDatum(dbid);
+	worker.bgw_notify_pid = MyProcPid;
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+	{
+		ereport(LOG,
+				(errmsg("idempotency purge launcher could not start a worker"),
+				 errhint("Raise max_worker_processes.")));
+		return IdemLauncherSleep(1000L);
+	}
+	for (;;)
+	{
+		if (GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED)
+			return true;
+		if (!IdemLauncherSleep(1000L))
+		{
+			TerminateBackgroundWorker(handle);
+			return false;
+		}
+	}
+}
+
+/*
+ * The launcher's main loop: a round over all databases every
+ * idempotency.purge_interval.
+ */
+void
+IdemLauncherMain(Datum arg pg_attribute_unused())
+{
+	MemoryContext cxt;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, IdemLauncherSigterm);
+	BackgroundWorkerUnblockSignals();
+	/* no database: pg_database is a shared catalog */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("idempotency purge launcher");
+	cxt = AllocSetContextCreate(TopMemoryContext, "idempotency launcher",
+								ALLOCSET_DEFAULT_SIZES);
+
+	while (!got_sigterm)
+	{
+		TimestampTz start = GetCurrentTimestamp();
+		long		elapsed;
+
+		if (idem_purge_enabled && !RecoveryInProgress())
+		{
+			List	   *dbs;
+			ListCell   *lc;
+
+			MemoryContextReset(cxt);
+			dbs = IdemLauncherDatabases(cxt);
+			foreach(lc, dbs)
+			{
+				if (!idem_purge_enabled || !IdemLauncherRunWorker(lfirst_oid(lc)))
+					break;
+			}
+		}
+
+		elapsed = TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
+		/* sleep out the interval, waking on SIGHUP to apply a new one */
+		while (!got_sigterm &&
+			   elapsed < (long) idem_purge_interval * 1000L)
+		{
+			if (!IdemLauncherSleep((long) idem_purge_interval * 1000L - elapsed))
+				break;
+			elapsed = TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
+		}
+	}
+	/* exit code 1: the postmaster restarts us, unless it is shutting down */
+	proc_exit(1);
+}
+
+/*
+ * A per-database worker: one purge round, then exit.
+ */
+void
+IdemPurgeWorkerMain(Datum arg)
+{
+	Oid			dbid = DatumGetObjectId(arg);
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
+	pgstat_report_appname("idempotency purge worker");
+
+	if (!RecoveryInProgress())
+		IdemPurgeDatabaseRound();
+	proc_exit(0);
+}
