@@ -79,7 +79,8 @@ SELECT columns_are('public', 'idem_claims',
 -- pg_dump carries the claims, namespaces and the id sequence
 SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE extname = 'idempotency'$$,
               ARRAY['idempotency.claims', 'idempotency.namespaces', 'idempotency.namespace_id_seq',
-                    'idempotency.machines', 'idempotency.machine_bindings'],
+                    'idempotency.machines', 'idempotency.machine_bindings',
+                    'idempotency.purge_policies'],
               'internal tables are marked with pg_extension_config_dump');
 SELECT is((SELECT count(*)::int FROM pg_class c
             WHERE c.relnamespace = 'idempotency'::regnamespace
