@@ -13,13 +13,16 @@ OBJS = \
 	src/claimstore.o \
 	src/claimtrigger.o \
 	src/guard.o \
+	src/keylock.o \
 	src/machine.o \
 	src/namespace.o \
 	src/policy.o \
 	src/purge.o \
+	src/request.o \
 	src/shmem.o \
 	src/spectoken.o \
 	src/stats.o \
+	src/token.o \
 	src/worker.o
 
 DATA = $(wildcard idempotency--*.sql)

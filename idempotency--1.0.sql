@@ -125,11 +125,42 @@ CREATE EVENT TRIGGER idem_forget_dropped_tables ON sql_drop
     WHEN TAG IN ('DROP TABLE', 'DROP SCHEMA', 'DROP OWNED')
     EXECUTE FUNCTION idempotency.idem_forget_dropped_tables();
 
+-- API-style requests (idem_begin): a lease while the work runs, then the
+-- stored result or error, replayed to every retry until the TTL.
+CREATE TABLE idempotency.requests (
+    key              bytea       NOT NULL,
+    ns               integer     NOT NULL,
+    status           text        NOT NULL,
+    owner            uuid,
+    attempts         integer     NOT NULL,
+    fingerprint      text,
+    result           jsonb,
+    lease_expires_at timestamptz,
+    created_at       timestamptz NOT NULL,
+    completed_at     timestamptz,
+    CONSTRAINT requests_pkey PRIMARY KEY (key, ns),
+    CONSTRAINT requests_status_check CHECK (status IN ('in_progress', 'completed', 'failed'))
+);
+COMMENT ON TABLE idempotency.requests IS 'idem_begin records; read them through idem_requests';
+
+-- Single-use tokens against double submits.
+CREATE TABLE idempotency.tokens (
+    token       uuid        NOT NULL,
+    scope       text        NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    issued_at   timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT tokens_pkey PRIMARY KEY (token)
+);
+COMMENT ON TABLE idempotency.tokens IS 'tokens issued by idem_token_issue and not yet consumed';
+
 -- pg_dump must carry the claims: a restore that forgot them would process
--- every event again.  Machines and bindings are configuration too.
+-- every event again.  The same goes for requests and tokens; machines and
+-- bindings are configuration.
 SELECT pg_catalog.pg_extension_config_dump('idempotency.machines', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.machine_bindings', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.purge_policies', '');
+SELECT pg_catalog.pg_extension_config_dump('idempotency.requests', '');
+SELECT pg_catalog.pg_extension_config_dump('idempotency.tokens', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.namespaces', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.namespace_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.claims', '');
@@ -244,6 +275,65 @@ COMMENT ON FUNCTION idem_state_guard() IS
     'trigger installed by idem_machine_bind: refuses illegal status transitions';
 
 --
+-- API-style idempotency: leases with stored results, tokens, keyed locks
+--
+CREATE FUNCTION idem_begin(key text, namespace text DEFAULT 'default',
+                           fingerprint text DEFAULT NULL,
+                           lease interval DEFAULT '30 seconds',
+                           wait interval DEFAULT NULL,
+                           OUT status text, OUT owner uuid, OUT result jsonb,
+                           OUT attempts integer, OUT lease_expires_at timestamptz)
+    RETURNS record
+    AS 'MODULE_PATHNAME', 'idem_begin'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_begin(text, text, text, interval, interval) IS
+    'start work on a key: started, in_progress (409), completed or failed (replay)';
+
+CREATE FUNCTION idem_complete(key text, owner uuid, result jsonb,
+                              namespace text DEFAULT 'default')
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_complete'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_complete(text, uuid, jsonb, text) IS
+    'store the result of the attempt that owner holds';
+
+CREATE FUNCTION idem_fail(key text, owner uuid, error jsonb, retryable boolean,
+                          namespace text DEFAULT 'default')
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_fail'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_fail(text, uuid, jsonb, boolean, text) IS
+    'store a permanent failure, or release the key when retryable';
+
+CREATE FUNCTION idem_token_issue(scope text, ttl interval DEFAULT '10 minutes')
+    RETURNS uuid
+    AS 'MODULE_PATHNAME', 'idem_token_issue'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_token_issue(text, interval) IS
+    'issue a single-use token for a scope';
+
+CREATE FUNCTION idem_token_consume(token uuid, scope text)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_token_consume'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_token_consume(uuid, text) IS
+    'consume a token: true exactly once';
+
+CREATE FUNCTION idem_lock(key text)
+    RETURNS void
+    AS 'MODULE_PATHNAME', 'idem_lock'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_lock(text) IS
+    'lock a business key until the end of the transaction';
+
+CREATE FUNCTION idem_try_lock(key text)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_try_lock'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_try_lock(text) IS
+    'lock a business key until the end of the transaction, if free';
+
+--
 -- Purge
 --
 CREATE FUNCTION idem_purge(max_rows bigint DEFAULT NULL)
@@ -251,7 +341,7 @@ CREATE FUNCTION idem_purge(max_rows bigint DEFAULT NULL)
     AS 'MODULE_PATHNAME', 'idem_purge'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idem_purge(bigint) IS
-    'purge expired claims and policy rows now, in this transaction; returns the rows deleted';
+    'purge expired claims, requests, tokens and policy rows now, in this transaction; returns the rows deleted';
 
 CREATE FUNCTION idem_purge_policy_add(rel regclass, time_column name, ttl interval)
     RETURNS void
@@ -303,6 +393,22 @@ CREATE VIEW idem_claims AS
                    AS expires_at) e;
 COMMENT ON VIEW idem_claims IS 'stored claims, expired ones included until purged';
 
+CREATE VIEW idem_requests AS
+    SELECT n.name                           AS namespace,
+           idempotency.idem_key_text(r.key) AS key,
+           r.status, r.attempts, r.fingerprint, r.result,
+           r.lease_expires_at, r.created_at, r.completed_at,
+           e.expires_at,
+           e.expires_at < now() AND NOT (r.status = 'in_progress'
+                                         AND r.lease_expires_at > clock_timestamp())
+                                            AS expired
+      FROM idempotency.requests r
+      JOIN idempotency.namespaces n ON n.id = r.ns
+     CROSS JOIN LATERAL
+           (SELECT ((coalesce(r.completed_at, r.created_at) AT TIME ZONE 'UTC') + n.ttl)
+                   AT TIME ZONE 'UTC' AS expires_at) e;
+COMMENT ON VIEW idem_requests IS 'idem_begin records (owners are not shown)';
+
 CREATE FUNCTION idempotency.idem_stats_read(
         OUT ns integer,
         OUT claims bigint,
@@ -336,6 +442,10 @@ COMMENT ON FUNCTION idem_stats_reset() IS 'zero the idem_stats counters of this 
 -- Privileges.  Claims are governed by table privileges on
 -- idempotency.claims, checked as the caller: INSERT to claim, SELECT to
 -- check, DELETE to release.  Nobody but the owner has them until granted.
+-- Requests and tokens likewise: INSERT and UPDATE on idempotency.requests
+-- to begin, UPDATE to complete or fail (DELETE for a retryable failure);
+-- INSERT on idempotency.tokens to issue, DELETE to consume.  Keyed locks,
+-- like pg_advisory_xact_lock, are open to everyone.
 -- Defining namespaces and machines and resetting statistics are for
 -- administrators.  Binding a table needs its ownership; a row CAS needs
 -- UPDATE on the bound columns, checked as the caller.
@@ -359,7 +469,8 @@ DO $$
 BEGIN
     IF current_setting('server_version_num')::int >= 150000 THEN
         ALTER VIEW idem_claims SET (security_invoker = true);
-        GRANT SELECT ON idem_claims TO PUBLIC;
+        ALTER VIEW idem_requests SET (security_invoker = true);
+        GRANT SELECT ON idem_claims, idem_requests TO PUBLIC;
     END IF;
 END
 $$;

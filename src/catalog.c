@@ -144,6 +144,8 @@ IdemGetCatalog(void)
 		found.namespaces = IdemLookupRelation(found.schema, "namespaces");
 		found.machines = IdemLookupRelation(found.schema, "machines");
 		found.bindings = IdemLookupRelation(found.schema, "machine_bindings");
+		found.requests = IdemLookupRelation(found.schema, "requests");
+		found.tokens = IdemLookupRelation(found.schema, "tokens");
 		idem_catalog = found;
 	} while (start != idem_catalog_inval_count);
 
@@ -192,40 +194,51 @@ IdemClaimsIndexInfo(void)
 }
 
 /*
+ * Check that the current user holds mode (one privilege) on the internal
+ * table relid, named table; action says what needs it, for the detail.
+ */
+void
+IdemCheckTablePrivilege(Oid relid, const char *table, AclMode mode,
+						const char *action)
+{
+	Oid			userid = GetUserId();
+	const char *priv;
+
+	if (pg_class_aclcheck(relid, userid, mode) == ACLCHECK_OK)
+		return;
+	priv = mode == ACL_INSERT ? "INSERT" :
+		mode == ACL_UPDATE ? "UPDATE" :
+		mode == ACL_DELETE ? "DELETE" : "SELECT";
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for table %s.%s", IDEM_SCHEMA_NAME, table),
+			 errdetail("%s requires the %s privilege on %s.%s.",
+					   action, priv, IDEM_SCHEMA_NAME, table),
+			 errhint("Ask an administrator to run GRANT %s ON %s.%s TO %s.",
+					 priv, IDEM_SCHEMA_NAME, table,
+					 quote_identifier(GetUserNameFromId(userid, false)))));
+}
+
+/*
  * Check that the current user holds mode on idempotency.claims.
  *
  * Access to claims is governed by ordinary table privileges, checked as the
  * caller: INSERT to claim, SELECT to check, DELETE to release.  The answer
  * is remembered until the user changes or an invalidation arrives (GRANT
  * and REVOKE invalidate the table; role changes invalidate pg_authid and
- * pg_auth_members).
+ * pg_auth_members), since claims are the hot path.
  */
 void
 IdemCheckClaimsPrivilege(AclMode mode)
 {
 	Oid			userid = GetUserId();
-	IdemCatalog cat;
 
 	if (userid == idem_acl_user && (idem_acl_granted & mode) == mode)
 		return;
 
-	cat = IdemGetCatalog();
-	if (pg_class_aclcheck(cat.claims, userid, mode) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s.claims", IDEM_SCHEMA_NAME),
-				 errdetail("%s requires the %s privilege on %s.claims.",
-						   mode == ACL_INSERT ? "Claiming" :
-						   mode == ACL_DELETE ? "Releasing" : "Checking",
-						   mode == ACL_INSERT ? "INSERT" :
-						   mode == ACL_DELETE ? "DELETE" : "SELECT",
-						   IDEM_SCHEMA_NAME),
-				 errhint("Ask an administrator to run GRANT %s ON %s.claims TO %s.",
-						 mode == ACL_INSERT ? "INSERT" :
-						 mode == ACL_DELETE ? "DELETE" : "SELECT",
-						 IDEM_SCHEMA_NAME,
-						 quote_identifier(GetUserNameFromId(userid, false)))));
-
+	IdemCheckTablePrivilege(IdemGetCatalog().claims, "claims", mode,
+							mode == ACL_INSERT ? "Claiming" :
+							mode == ACL_DELETE ? "Releasing" : "Checking");
 	if (userid != idem_acl_user)
 	{
 		idem_acl_user = userid;

@@ -19,6 +19,8 @@ typedef struct IdemCatalog
 	Oid			namespaces;		/* idempotency.namespaces */
 	Oid			machines;		/* idempotency.machines */
 	Oid			bindings;		/* idempotency.machine_bindings */
+	Oid			requests;		/* idempotency.requests */
+	Oid			tokens;			/* idempotency.tokens */
 } IdemCatalog;
 
 /* Column numbers of idempotency.claims */
@@ -46,5 +48,7 @@ extern int	IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *valu
 extern bool IdemExtensionPresent(void);
 extern IndexInfo *IdemClaimsIndexInfo(void);
 extern void IdemCheckClaimsPrivilege(AclMode mode);
+extern void IdemCheckTablePrivilege(Oid relid, const char *table, AclMode mode,
+									const char *action);
 
 #endif							/* IDEM_CATALOG_H */

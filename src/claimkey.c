@@ -75,23 +75,24 @@ IdemParseUuid(const char *s, int len, unsigned char *out)
 }
 
 /*
- * Check an event id: present, not empty and within the documented bound.
+ * Check an id: present, not empty and within the documented bound.  what
+ * names it in errors ("event id", "key").
  */
-void
-IdemValidateId(const text *id)
+static void
+IdemValidateId(const text *id, const char *what)
 {
 	int			len = VARSIZE_ANY_EXHDR(id);
 
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("event id must not be empty")));
+				 errmsg("%s must not be empty", what)));
 	if (len > IDEM_MAX_ID_BYTES)
 		ereport(ERROR,
 				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("event id is too long"),
-				 errdetail("The id is %d bytes long; the limit is %d bytes.",
-						   len, IDEM_MAX_ID_BYTES)));
+				 errmsg("%s is too long", what),
+				 errdetail("The %s is %d bytes long; the limit is %d bytes.",
+						   what, len, IDEM_MAX_ID_BYTES)));
 }
 
 /* Encode a validated id of len bytes into key */
@@ -114,11 +115,18 @@ IdemEncodeKeyCString(const char *id, int len, IdemKey *key)
 	SET_VARSIZE(&key->hdr, VARHDRSZ + keylen);
 }
 
-/* Validate and encode a text id */
+/* Validate and encode a text event id */
 void
 IdemEncodeKey(const text *id, IdemKey *key)
 {
-	IdemValidateId(id);
+	IdemEncodeNamedKey(id, "event id", key);
+}
+
+/* Validate and encode a text id, named what in errors */
+void
+IdemEncodeNamedKey(const text *id, const char *what, IdemKey *key)
+{
+	IdemValidateId(id, what);
 	IdemEncodeKeyCString(VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id), key);
 }
 

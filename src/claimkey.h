@@ -25,8 +25,8 @@ typedef union IdemKey
 
 #define IdemKeyDatum(k)		PointerGetDatum(&(k)->hdr)
 
-extern void IdemValidateId(const text *id);
 extern void IdemEncodeKey(const text *id, IdemKey *key);
+extern void IdemEncodeNamedKey(const text *id, const char *what, IdemKey *key);
 extern void IdemEncodeKeyCString(const char *id, int len, IdemKey *key);
 extern text *IdemDecodeKey(const bytea *key);
 extern int	IdemCompareKeys(const IdemKey *a, const IdemKey *b);

@@ -27,6 +27,7 @@
 #define ERRCODE_IDEM_FINGERPRINT_MISMATCH	MAKE_SQLSTATE('I','D','0','0','1')
 #define ERRCODE_IDEM_ILLEGAL_TRANSITION		MAKE_SQLSTATE('I','D','0','0','2')
 #define ERRCODE_IDEM_UNKNOWN_STATE			MAKE_SQLSTATE('I','D','0','0','3')
+#define ERRCODE_IDEM_LEASE_NOT_HELD			MAKE_SQLSTATE('I','D','0','0','4')
 
 /* Part initialisers, called once from _PG_init */
 extern void IdemCatalogInit(void);

@@ -24,7 +24,9 @@
  * stays the size of its live rows.
  *
  * Claims use the same expiry rule as the claim functions: claimed_at plus
- * the namespace's TTL, computed in UTC, before now().  User tables use
+ * the namespace's TTL, computed in UTC, before now().  Requests follow the
+ * same rule from completed_at (created_at while unfinished), but a live
+ * lease is never purged; tokens go at their expiry.  User tables use
  * "time column < now() - ttl".  Deletes on a user table run as its owner,
  * never as a superuser acting for others.
  */
@@ -77,6 +79,34 @@ static const char *const idem_purge_claims_sql =
 "SELECT (SELECT max(tid) FROM victims), (SELECT count(*) FROM victims),"
 "       (SELECT array_agg(ns) FROM gone)";
 
+/* A batch of requests: expired records, but never a live lease */
+static const char *const idem_purge_requests_sql =
+"WITH victims AS MATERIALIZED ("
+"  SELECT r.ctid AS tid FROM idempotency.requests r"
+"    JOIN idempotency.namespaces n ON n.id = r.ns"
+"   WHERE r.ctid > $1"
+"     AND ((coalesce(r.completed_at, r.created_at) AT TIME ZONE 'UTC') + n.ttl)"
+"         AT TIME ZONE 'UTC' < now()"
+"     AND NOT (r.status = 'in_progress' AND r.lease_expires_at > clock_timestamp())"
+"   LIMIT $2 FOR UPDATE OF r SKIP LOCKED),"
+" gone AS ("
+"  DELETE FROM idempotency.requests"
+"   WHERE ctid = ANY (ARRAY(SELECT tid FROM victims)) RETURNING 1)"
+"SELECT (SELECT max(tid) FROM victims), (SELECT count(*) FROM victims),"
+"       (SELECT count(*) FROM gone)";
+
+/* A batch of expired tokens */
+static const char *const idem_purge_tokens_sql =
+"WITH victims AS MATERIALIZED ("
+"  SELECT ctid AS tid FROM idempotency.tokens"
+"   WHERE ctid > $1 AND expires_at < clock_timestamp()"
+"   LIMIT $2 FOR UPDATE SKIP LOCKED),"
+" gone AS ("
+"  DELETE FROM idempotency.tokens"
+"   WHERE ctid = ANY (ARRAY(SELECT tid FROM victims)) RETURNING 1)"
+"SELECT (SELECT max(tid) FROM victims), (SELECT count(*) FROM victims),"
+"       (SELECT count(*) FROM gone)";
+
 /*
  * A batch of a user table; %s are its quoted name and time column.  It runs
  * with the owner's search_path, so every operator and function is named
@@ -107,10 +137,24 @@ IdemRelOwner(Oid relid)
 	return owner;
 }
 
+/* One of the extension's own tables as a purge target */
+static IdemPurgeTarget *
+IdemPurgeInternal(Oid relid, const char *label, const char *sql)
+{
+	IdemPurgeTarget *t = palloc0(sizeof(IdemPurgeTarget));
+
+	t->is_internal = true;
+	t->relid = relid;
+	t->owner = IdemRelOwner(relid);
+	t->label = pstrdup(label);
+	t->sql = sql;
+	return t;
+}
+
 /*
- * The targets of a purge: the claims, then every registered user table
- * that still exists.  Allocated in the current memory context; call within
- * a transaction.
+ * The targets of a purge: the claims, requests and tokens, then every
+ * registered user table that still exists.  Allocated in the current
+ * memory context; call within a transaction.
  */
 List *
 IdemPurgeTargets(void)
@@ -122,13 +166,13 @@ IdemPurgeTargets(void)
 	MemoryContext cxt = CurrentMemoryContext;
 	uint64		i;
 
-	t = palloc0(sizeof(IdemPurgeTarget));
+	t = IdemPurgeInternal(cat.claims, "idempotency.claims", idem_purge_claims_sql);
 	t->is_claims = true;
-	t->relid = cat.claims;
-	t->owner = IdemRelOwner(cat.claims);
-	t->label = pstrdup("idempotency.claims");
-	t->relname_sql = t->label;
 	targets = lappend(targets, t);
+	targets = lappend(targets, IdemPurgeInternal(cat.requests, "idempotency.requests",
+												 idem_purge_requests_sql));
+	targets = lappend(targets, IdemPurgeInternal(cat.tokens, "idempotency.tokens",
+												 idem_purge_tokens_sql));
 
 	IdemOwnerScopeBegin(&scope, cat.claims);
 	if (IdemSpiExecute("SELECT p.rel::oid, p.time_column, p.ttl FROM idempotency.purge_policies p"
@@ -149,12 +193,13 @@ IdemPurgeTargets(void)
 
 		if (nspname != NULL && relname != NULL)
 		{
+			char	   *quoted = quote_qualified_identifier(nspname, relname);
+
 			t = palloc0(sizeof(IdemPurgeTarget));
 			t->relid = relid;
 			t->owner = IdemRelOwner(relid);
-			t->relname_sql = quote_qualified_identifier(nspname, relname);
-			t->label = t->relname_sql;
-			t->column_sql = pstrdup(quote_identifier(column));
+			t->label = quoted;
+			t->sql = psprintf(idem_purge_table_sql, quoted, quote_identifier(column), quoted);
 			t->ttl = *ttl;
 			targets = lappend(targets, t);
 		}
@@ -210,20 +255,13 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 	Datum		args[3];
 	int64		deleted = 0;
 	int64		seen = 0;
-	char	   *sql;
 
 	args[0] = PointerGetDatum(cursor);	/* tid is passed by reference */
 	args[1] = Int32GetDatum(batch);
 	args[2] = IntervalPGetDatum(&target->ttl);
 
-	if (target->is_claims)
-		sql = (char *) idem_purge_claims_sql;
-	else
-		sql = psprintf(idem_purge_table_sql, target->relname_sql,
-					   target->column_sql, target->relname_sql);
-
-	IdemSpiScopeBegin(&scope, target->owner, target->is_claims);
-	if (SPI_execute_with_args(sql, target->is_claims ? 2 : 3, argtypes, args,
+	IdemSpiScopeBegin(&scope, target->owner, target->is_internal);
+	if (SPI_execute_with_args(target->sql, target->is_internal ? 2 : 3, argtypes, args,
 							  NULL, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "purge of %s failed", target->label);

@@ -21,16 +21,19 @@ extern bool idem_log_purge;
 /* Smallest batch the purge shrinks to after lock timeouts */
 #define IDEM_PURGE_MIN_BATCH	100
 
-/* What the purge deletes: the claims, or one registered user table */
+/*
+ * What the purge deletes: one of the extension's tables (claims, requests,
+ * tokens), or a registered user table
+ */
 typedef struct IdemPurgeTarget
 {
-	bool		is_claims;
+	bool		is_claims;		/* count deletions per namespace */
+	bool		is_internal;	/* one of ours: pin search_path */
 	Oid			relid;
 	Oid			owner;			/* deletes run as this role */
 	char	   *label;			/* table name, for runs and logs */
-	char	   *relname_sql;	/* quoted, qualified */
-	char	   *column_sql;		/* quoted time column (user tables) */
-	Interval	ttl;			/* user tables */
+	const char *sql;			/* the batch statement */
+	Interval	ttl;			/* user tables: $3 of the statement */
 } IdemPurgeTarget;
 
 /* The outcome of purging one target */

@@ -1,0 +1,135 @@
+/*
+ * token.c
+ *	  Single-use tokens against double submits: idem_token_issue and
+ *	  idem_token_consume.
+ *
+ * The seed articles' token mechanism: a form or a client gets a token when
+ * it renders, and the submit consumes it; a double click consumes nothing
+ * the second time.  Consuming is one DELETE of the token's row, so it is
+ * atomic: of two concurrent consumers the second waits for the first and
+ * finds the row gone (or, if the first rolls back, takes it).  A token
+ * gives true exactly once, and false afterwards, after its expiry, or for
+ * another scope.  Expired tokens are purged like expired claims.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type_d.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "catalog.h"
+#include "claimstore.h"
+#include "idempotency.h"
+#include "namespace.h"
+
+PG_FUNCTION_INFO_V1(idem_token_issue);
+PG_FUNCTION_INFO_V1(idem_token_consume);
+
+/* A non-NULL, non-empty scope within the namespace-name bound */
+static text *
+IdemTokenScope(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *scope;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("scope must not be null")));
+	scope = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(scope);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scope must not be empty")));
+	if (len > IDEM_MAX_NAMESPACE_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("scope is too long"),
+				 errdetail("The scope is %d bytes long; the limit is %d bytes.",
+						   len, IDEM_MAX_NAMESPACE_BYTES)));
+	return scope;
+}
+
+/*
+ * idem_token_issue(scope text, ttl interval) returns uuid
+ */
+Datum
+idem_token_issue(PG_FUNCTION_ARGS)
+{
+	text	   *scope = IdemTokenScope(fcinfo, 0);
+	Interval   *ttl;
+	IdemCatalog cat;
+	IdemOwnerScope oscope;
+	Oid			argtypes[2] = {TEXTOID, INTERVALOID};
+	Datum		args[2];
+	pg_uuid_t  *token;
+	bool		isnull;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("ttl must not be null")));
+	ttl = PG_GETARG_INTERVAL_P(1);
+	IdemValidateTtl(ttl);
+	IdemCheckWritable("idem_token_issue()");
+	cat = IdemGetCatalog();
+	IdemCheckTablePrivilege(cat.tokens, "tokens", ACL_INSERT, "Issuing a token");
+
+	args[0] = PointerGetDatum(scope);
+	args[1] = IntervalPGetDatum(ttl);
+	IdemOwnerScopeBegin(&oscope, cat.tokens);
+	if (SPI_execute_with_args("INSERT INTO idempotency.tokens (token, scope, expires_at)"
+							  " VALUES (gen_random_uuid(), $1, clock_timestamp() + $2)"
+							  " RETURNING token", 2, argtypes, args, NULL, false, 1)
+		!= SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "could not issue token");
+	token = DatumGetUUIDP(SPI_datumTransfer(SPI_getbinval(SPI_tuptable->vals[0],
+														  SPI_tuptable->tupdesc, 1, &isnull),
+											false, UUID_LEN));
+	IdemOwnerScopeEnd(&oscope);
+	PG_RETURN_UUID_P(token);
+}
+
+/*
+ * idem_token_consume(token uuid, scope text) returns boolean
+ *
+ * True exactly once per token; false for a used, expired, unknown or
+ * other-scope token.  A token of another scope is not consumed.
+ */
+Datum
+idem_token_consume(PG_FUNCTION_ARGS)
+{
+	pg_uuid_t  *token;
+	text	   *scope;
+	IdemCatalog cat;
+	IdemOwnerScope oscope;
+	Oid			argtypes[2] = {UUIDOID, TEXTOID};
+	Datum		args[2];
+	bool		consumed;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("token must not be null")));
+	token = PG_GETARG_UUID_P(0);
+	scope = IdemTokenScope(fcinfo, 1);
+	IdemCheckWritable("idem_token_consume()");
+	cat = IdemGetCatalog();
+	IdemCheckTablePrivilege(cat.tokens, "tokens", ACL_DELETE, "Consuming a token");
+
+	args[0] = UUIDPGetDatum(token);
+	args[1] = PointerGetDatum(scope);
+	IdemOwnerScopeBegin(&oscope, cat.tokens);
+	if (SPI_execute_with_args("DELETE FROM idempotency.tokens"
+							  " WHERE token = $1 AND scope = $2 AND expires_at > clock_timestamp()",
+							  2, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not consume token");
+	consumed = (SPI_processed == 1);
+	IdemOwnerScopeEnd(&oscope);
+	PG_RETURN_BOOL(consumed);
+}
