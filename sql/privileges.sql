@@ -83,6 +83,66 @@ INSERT INTO priv_inbox VALUES ('p-7');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
+-- requests: INSERT and UPDATE on idempotency.requests to begin, UPDATE to
+-- complete or fail permanently, DELETE to fail retryably
+SET ROLE regress_idem_nobody;
+SELECT status FROM idem_begin('q-1', 'priv');
+\echo :LAST_ERROR_SQLSTATE
+SELECT status FROM idem_begin('q-1', 'priv_req_ns');
+RESET ROLE;
+SELECT count(*) AS priv_req_ns FROM idempotency.namespaces WHERE name = 'priv_req_ns';
+GRANT INSERT, UPDATE ON idempotency.requests TO regress_idem_app;
+SET ROLE regress_idem_app;
+SELECT owner AS q1 FROM idem_begin('q-1', 'priv') \gset
+SELECT owner AS q2 FROM idem_begin('q-2', 'priv') \gset
+SELECT idem_complete('q-1', :'q1', '{"ok": 1}', 'priv');
+SELECT status, result FROM idem_begin('q-1', 'priv');
+SELECT idem_fail('q-2', :'q2', '{"e": 1}', true, 'priv');
+\echo :LAST_ERROR_SQLSTATE
+-- reading stored records, through the view too, needs SELECT
+SELECT key, status, result FROM idem_requests WHERE namespace = 'priv' ORDER BY key;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT DELETE ON idempotency.requests TO regress_idem_app;
+GRANT SELECT ON idempotency.requests TO regress_idem_reader;
+SET ROLE regress_idem_reader;
+SELECT key, status, result FROM idem_requests WHERE namespace = 'priv' ORDER BY key;
+SELECT status FROM idem_begin('q-3', 'priv');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE regress_idem_app;
+SELECT idem_fail('q-2', :'q2', '{"e": 1}', true, 'priv');
+RESET ROLE;
+-- another user cannot finish an attempt without its owner uuid, and
+-- without UPDATE cannot even try
+SET ROLE regress_idem_nobody;
+SELECT idem_complete('q-2', :'q2', '{}', 'priv');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- tokens: INSERT on idempotency.tokens to issue, DELETE to consume
+SET ROLE regress_idem_nobody;
+SELECT idem_token_issue('priv');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT INSERT ON idempotency.tokens TO regress_idem_app;
+SET ROLE regress_idem_app;
+SELECT idem_token_issue('priv') AS tok \gset
+SELECT idem_token_consume(:'tok', 'priv');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT DELETE ON idempotency.tokens TO regress_idem_app;
+SET ROLE regress_idem_app;
+SELECT idem_token_consume(:'tok', 'priv') AS consumed;
+RESET ROLE;
+
+-- keyed locks are open to everyone, like pg_advisory_xact_lock
+SET ROLE regress_idem_nobody;
+BEGIN;
+SELECT idem_try_lock('priv-lock') AS nobody_locks;
+ROLLBACK;
+RESET ROLE;
+
 -- the function ACLs the install script sets
 SELECT p.proname, has_function_privilege('regress_idem_nobody', p.oid, 'EXECUTE') AS public_execute
   FROM pg_proc p
@@ -111,9 +171,12 @@ SET search_path = regress_evil, pg_catalog, public;
 SELECT 'a'::text = 'a'::text AS operator_is_hijackable;
 SELECT idem_claim('h-1', 'priv_hijack') AS claim_in_new_ns;
 SELECT idem_namespace_define('priv_hijack', '1 day');
+SELECT status FROM idem_begin('h-2', 'priv_hijack') AS begin_hijack;
+SELECT idem_token_consume(idem_token_issue('priv_hijack'), 'priv_hijack') AS token_hijack;
 RESET search_path;
 DROP SCHEMA regress_evil CASCADE;
 
 DROP TABLE priv_inbox;
 REVOKE ALL ON idempotency.claims FROM regress_idem_app, regress_idem_reader, regress_idem_claimers;
+REVOKE ALL ON idempotency.requests, idempotency.tokens FROM regress_idem_app, regress_idem_reader;
 DROP ROLE regress_idem_app, regress_idem_reader, regress_idem_nobody, regress_idem_claimers;

@@ -80,7 +80,7 @@ SELECT columns_are('public', 'idem_claims',
 SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE extname = 'idempotency'$$,
               ARRAY['idempotency.claims', 'idempotency.namespaces', 'idempotency.namespace_id_seq',
                     'idempotency.machines', 'idempotency.machine_bindings',
-                    'idempotency.purge_policies'],
+                    'idempotency.purge_policies', 'idempotency.requests', 'idempotency.tokens'],
               'internal tables are marked with pg_extension_config_dump');
 SELECT is((SELECT count(*)::int FROM pg_class c
             WHERE c.relnamespace = 'idempotency'::regnamespace

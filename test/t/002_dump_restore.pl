@@ -36,12 +36,23 @@ CREATE TABLE inbox (id text, body text);
 CREATE TRIGGER inbox_dedup BEFORE INSERT ON inbox
     FOR EACH ROW EXECUTE FUNCTION idem_claim_trigger('id', 'inbox');
 INSERT INTO inbox VALUES ('i-1', 'one'), ('i-2', 'two');
+-- API requests: a stored result, a stored failure, a live lease; a token
+SELECT idem_complete('req-done', owner, '{"charge": "ch_1"}', 'api')
+  FROM idem_begin('req-done', 'api', 'fp-1');
+SELECT idem_fail('req-failed', owner, '{"code": "declined"}', false, 'api')
+  FROM idem_begin('req-failed', 'api');
+CREATE TABLE lease_owner AS SELECT owner FROM idem_begin('req-live', 'api', lease => '1 hour');
+CREATE TABLE live_token AS SELECT idem_token_issue('checkout', '1 hour') AS token;
 });
 
 my $claims_sql = q{
 SELECT namespace, event_id, claimed_at, expires_at, expired, fingerprint_hash
   FROM idem_claims ORDER BY namespace, event_id};
 my $ns_sql = 'SELECT id, name, ttl, created_at FROM idempotency.namespaces ORDER BY id';
+my $req_sql = q{
+SELECT namespace, key, status, attempts, fingerprint, result, lease_expires_at, created_at
+  FROM idem_requests ORDER BY namespace, key};
+my $src_requests = $node->safe_psql('src', $req_sql);
 my $src_claims = $node->safe_psql('src', $claims_sql);
 my $src_ns = $node->safe_psql('src', $ns_sql);
 is($node->safe_psql('src', 'SELECT count(*) FROM idem_claims'), '1008',
@@ -91,6 +102,23 @@ foreach my $format ('custom', 'plain')
 		INSERT INTO inbox VALUES ('i-1', 'again'), ('i-3', 'three');
 		SELECT string_agg(id, ',' ORDER BY id) FROM inbox}), 'i-1,i-2,i-3',
 		"$format: the restored inbox trigger still skips duplicates");
+	# stored results are replayed, live leases still held, tokens still good
+	is($node->safe_psql($db, $req_sql), $src_requests,
+		"$format: every request record is restored");
+	is($node->safe_psql($db, q{
+		SELECT string_agg(status || ' ' || coalesce(result::text, '-'), ', ' ORDER BY k)
+		  FROM unnest(ARRAY['req-done', 'req-failed', 'req-live']) k,
+		       LATERAL idem_begin(k, 'api')}),
+		'completed {"charge": "ch_1"}, failed {"code": "declined"}, in_progress -',
+		"$format: results replay, failures replay, a live lease is still held");
+	is($node->safe_psql($db, q{
+		SELECT idem_complete('req-live', owner, '{"late": 1}', 'api') FROM lease_owner;
+		SELECT status FROM idem_begin('req-live', 'api')}), "\ncompleted",
+		"$format: the lease owner can finish after the restore");
+	is($node->safe_psql($db, q{
+		SELECT idem_token_consume(token, 'checkout'), idem_token_consume(token, 'checkout')
+		  FROM live_token}), 't|f',
+		"$format: an issued token is consumable once after the restore");
 	# the namespace id sequence continues past the restored ids
 	is($node->safe_psql($db, q{
 		SELECT idem_claim('x', 'brand-new');

@@ -1,7 +1,8 @@
 # The purge background worker on a real preloaded cluster: it purges within
 # two intervals in every database with the extension, spares unexpired and
 # in-flight claims, follows SIGHUP, pauses, survives SIGTERM and kill -9,
-# never delays a shutdown, does nothing on a standby, and purges user
+# never delays a shutdown, does nothing on a standby, purges finished
+# requests and expired tokens but never a live lease, and purges user
 # tables as their owner.
 use strict;
 use warnings;
@@ -117,6 +118,25 @@ expired_claims('postgres', 100, 'p');
 ok(!defined wait_claims('postgres', 'short', '0', 3), 'paused: nothing is purged');
 $node->safe_psql('postgres', q{ALTER SYSTEM SET idempotency.purge_enabled = on; SELECT pg_reload_conf()});
 ok(defined wait_claims('postgres', 'short', '0', 5), 'resumed: purged');
+
+# --- requests and tokens: finished records and tokens past their time go,
+#     a live lease stays even past its record's TTL
+$node->safe_psql('postgres', q{
+	SELECT idem_complete('req-' || g, owner, '{}', 'short') FROM generate_series(1, 20) g,
+	       LATERAL idem_begin('req-' || g, 'short');
+	SELECT owner FROM idem_begin('req-live', 'short', lease => '1 hour');
+	SELECT idem_token_issue('t', '1 second') FROM generate_series(1, 10);
+	SELECT idem_token_issue('t', '1 hour');
+});
+$node->poll_query_until('postgres', q{
+	SELECT (SELECT count(*) FROM idempotency.requests) = 1
+	   AND (SELECT count(*) FROM idempotency.tokens) = 1})
+  or die 'requests and tokens were not purged';
+is($node->safe_psql('postgres', q{
+	SELECT key || ' ' || status FROM idem_requests UNION ALL
+	SELECT (expires_at > now() + interval '50 minutes')::text FROM idempotency.tokens}),
+	"req-live in_progress
+true", 'the worker purges finished requests and expired tokens, not a live lease');
 
 # --- user tables, as their owner, only expired rows
 $node->safe_psql('postgres', q{
