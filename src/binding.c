@@ -314,17 +314,6 @@ IdemBindingStatusDatum(IdemBinding *b, const char *state)
 							 b->status_typmod);
 }
 
-/* Fetch an argument that must not be NULL */
-static Datum
-IdemBindArg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	return PG_GETARG_DATUM(argno);
-}
-
 /* Open relid for binding: the caller must own it, and it must be a table */
 static Relation
 IdemBindOpen(Oid relid)
@@ -398,11 +387,11 @@ IdemBindTriggers(Relation rel, const char *status_column, bool install,
 Datum
 idem_machine_bind(PG_FUNCTION_ARGS)
 {
-	Oid			relid = DatumGetObjectId(IdemBindArg(fcinfo, 0, "table"));
-	Name		status_column = DatumGetName(IdemBindArg(fcinfo, 1, "status column"));
-	text	   *machine = DatumGetTextPP(IdemBindArg(fcinfo, 2, "machine name"));
+	Oid			relid = DatumGetObjectId(IdemArgNotNull(fcinfo, 0, "table"));
+	Name		status_column = DatumGetName(IdemArgNotNull(fcinfo, 1, "status column"));
+	text	   *machine = DatumGetTextPP(IdemArgNotNull(fcinfo, 2, "machine name"));
 	Name		version_column = PG_ARGISNULL(3) ? NULL : PG_GETARG_NAME(3);
-	bool		check_inserts = DatumGetBool(IdemBindArg(fcinfo, 4, "check_inserts"));
+	bool		check_inserts = DatumGetBool(IdemArgNotNull(fcinfo, 4, "check_inserts"));
 	Relation	rel;
 	AttrNumber	attno;
 	IdemCatalog cat;
@@ -482,7 +471,7 @@ idem_machine_bind(PG_FUNCTION_ARGS)
 Datum
 idem_machine_unbind(PG_FUNCTION_ARGS)
 {
-	Oid			relid = DatumGetObjectId(IdemBindArg(fcinfo, 0, "table"));
+	Oid			relid = DatumGetObjectId(IdemArgNotNull(fcinfo, 0, "table"));
 	Relation	rel;
 	IdemCatalog cat;
 	IdemOwnerScope scope;

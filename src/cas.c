@@ -287,17 +287,6 @@ IdemCasSerializationFailure(void)
 			 errmsg("could not serialize access due to concurrent update")));
 }
 
-/* Fetch an argument that must not be NULL */
-static Datum
-IdemCasArg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	return PG_GETARG_DATUM(argno);
-}
-
 /*
  * idem_cas_status(rel regclass, key anyelement, target text,
  *				   expected_version bigint) returns text
@@ -308,7 +297,7 @@ IdemCasArg(FunctionCallInfo fcinfo, int argno, const char *what)
 Datum
 idem_cas_status_row(PG_FUNCTION_ARGS)
 {
-	Oid			relid = DatumGetObjectId(IdemCasArg(fcinfo, 0, "table"));
+	Oid			relid = DatumGetObjectId(IdemArgNotNull(fcinfo, 0, "table"));
 	text	   *target;
 	bool		have_expected = PG_NARGS() > 3 && !PG_ARGISNULL(3);
 	int64		expected = have_expected ? PG_GETARG_INT64(3) : 0;
@@ -323,8 +312,8 @@ idem_cas_status_row(PG_FUNCTION_ARGS)
 	TupleTableSlot *slot;
 	IdemCasOutcome outcome;
 
-	(void) IdemCasArg(fcinfo, 1, "key");
-	target = DatumGetTextPP(IdemCasArg(fcinfo, 2, "target state"));
+	(void) IdemArgNotNull(fcinfo, 1, "key");
+	target = DatumGetTextPP(IdemArgNotNull(fcinfo, 2, "target state"));
 	IdemCheckWritable("idem_cas_status()");
 
 	rel = table_open(relid, RowExclusiveLock);

@@ -32,17 +32,6 @@ PG_FUNCTION_INFO_V1(idem_claim_many);
 PG_FUNCTION_INFO_V1(idem_claimed);
 PG_FUNCTION_INFO_V1(idem_release);
 
-/* Fetch a text argument that must not be NULL */
-static text *
-IdemGetTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	return PG_GETARG_TEXT_PP(argno);
-}
-
 /*
  * Read the (event_id, namespace) arguments every function here starts
  * with, validate them, and check that the caller may do what funcname
@@ -53,8 +42,8 @@ static bool
 IdemKeyArgs(FunctionCallInfo fcinfo, const char *funcname, AclMode mode,
 			bool create, IdemKey *key, IdemNamespace *ns)
 {
-	text	   *id = IdemGetTextArg(fcinfo, 0, "event id");
-	text	   *nsname = IdemGetTextArg(fcinfo, 1, "namespace");
+	text	   *id = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "event id"));
+	text	   *nsname = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "namespace"));
 
 	IdemEncodeKey(id, key);
 	IdemValidateNamespace(nsname);
@@ -166,7 +155,7 @@ idem_claim_many(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("event ids must not be null")));
-	nsname = IdemGetTextArg(fcinfo, 1, "namespace");
+	nsname = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "namespace"));
 	ids = PG_GETARG_ARRAYTYPE_P(0);
 	if (ARR_NDIM(ids) > 1)
 		ereport(ERROR,

@@ -1,6 +1,7 @@
 /*
  * idempotency.c
- *	  Module entry point: the one _PG_init, which initialises every part.
+ *	  Module entry point: the one _PG_init, which initialises every part,
+ *	  and the argument check the SQL functions share.
  *
  * Parts that need shared memory or background workers only set those up
  * when loaded through shared_preload_libraries; everything else works when
@@ -37,4 +38,18 @@ _PG_init(void)
 #else
 	EmitWarningsOnPlaceholders("idempotency");
 #endif
+}
+
+/*
+ * The argno'th argument of a function declared non-strict (so that a NULL
+ * gets an error rather than a NULL result), or an error naming it what.
+ */
+Datum
+IdemArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	return PG_GETARG_DATUM(argno);
 }

@@ -8,6 +8,7 @@
 
 #include "postgres.h"
 
+#include "fmgr.h"
 #include "utils/elog.h"
 
 /* Schema that holds the extension's internal tables */
@@ -28,6 +29,9 @@
 #define ERRCODE_IDEM_ILLEGAL_TRANSITION		MAKE_SQLSTATE('I','D','0','0','2')
 #define ERRCODE_IDEM_UNKNOWN_STATE			MAKE_SQLSTATE('I','D','0','0','3')
 #define ERRCODE_IDEM_LEASE_NOT_HELD			MAKE_SQLSTATE('I','D','0','0','4')
+
+/* Argument checks shared by the SQL functions */
+extern Datum IdemArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what);
 
 /* Part initialisers, called once from _PG_init */
 extern void IdemCatalogInit(void);

@@ -36,11 +36,7 @@ IdemKeyLockTag(FunctionCallInfo fcinfo, LOCKTAG *tag)
 	text	   *key;
 	uint64		h;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("lock key must not be null")));
-	key = PG_GETARG_TEXT_PP(0);
+	key = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "lock key"));
 	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
 							VARSIZE_ANY_EXHDR(key), UINT64CONST(0x1de1de1de1de1de1));
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,

@@ -403,17 +403,6 @@ IdemMachineGet(const char *name, int len)
 	return idem_machine_last = m;
 }
 
-/* Fetch a text argument that must not be NULL */
-static text *
-IdemMachineTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	return PG_GETARG_TEXT_PP(argno);
-}
-
 /*
  * idem_machine_define(machine text, transitions jsonb) returns void
  *
@@ -422,7 +411,7 @@ IdemMachineTextArg(FunctionCallInfo fcinfo, int argno, const char *what)
 Datum
 idem_machine_define(PG_FUNCTION_ARGS)
 {
-	text	   *name = IdemMachineTextArg(fcinfo, 0, "machine name");
+	text	   *name = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "machine name"));
 	Jsonb	   *transitions;
 	char	   *cname;
 	IdemCatalog cat;
@@ -464,7 +453,7 @@ idem_machine_define(PG_FUNCTION_ARGS)
 Datum
 idem_machine_drop(PG_FUNCTION_ARGS)
 {
-	text	   *name = IdemMachineTextArg(fcinfo, 0, "machine name");
+	text	   *name = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "machine name"));
 	IdemCatalog cat;
 	IdemOwnerScope scope;
 	Oid			argtypes[1] = {TEXTOID};
@@ -525,9 +514,9 @@ idem_machine_drop(PG_FUNCTION_ARGS)
 Datum
 idem_cas_status_machine(PG_FUNCTION_ARGS)
 {
-	text	   *name = IdemMachineTextArg(fcinfo, 0, "machine name");
-	text	   *current = IdemMachineTextArg(fcinfo, 1, "current state");
-	text	   *target = IdemMachineTextArg(fcinfo, 2, "target state");
+	text	   *name = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "machine name"));
+	text	   *current = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "current state"));
+	text	   *target = DatumGetTextPP(IdemArgNotNull(fcinfo, 2, "target state"));
 	IdemMachine *m = IdemMachineGet(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
 	int			from = IdemMachineRequireState(m, VARDATA_ANY(current),
 											   VARSIZE_ANY_EXHDR(current));

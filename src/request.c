@@ -178,17 +178,6 @@ IdemBeginStarted(IdemBeginResult *r)
 	r->has_lease = true;
 }
 
-/* A non-NULL argument, or an error naming it */
-static Datum
-IdemRequestArg(FunctionCallInfo fcinfo, int argno, const char *what)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
-	return PG_GETARG_DATUM(argno);
-}
-
 /* Check an interval argument is strictly positive */
 static void
 IdemPositiveInterval(const Interval *iv, const char *what)
@@ -225,10 +214,10 @@ IdemRequestSleep(long ms)
 Datum
 idem_begin(PG_FUNCTION_ARGS)
 {
-	text	   *id = DatumGetTextPP(IdemRequestArg(fcinfo, 0, "key"));
-	text	   *nsname = DatumGetTextPP(IdemRequestArg(fcinfo, 1, "namespace"));
+	text	   *id = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "key"));
+	text	   *nsname = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "namespace"));
 	text	   *fingerprint = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
-	Interval   *lease = DatumGetIntervalP(IdemRequestArg(fcinfo, 3, "lease"));
+	Interval   *lease = DatumGetIntervalP(IdemArgNotNull(fcinfo, 3, "lease"));
 	Interval   *wait = PG_ARGISNULL(4) ? NULL : PG_GETARG_INTERVAL_P(4);
 	IdemKey		key;
 	IdemNamespace ns;
@@ -382,6 +371,9 @@ idem_begin(PG_FUNCTION_ARGS)
 		{
 			long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
+			/* a long wait polls many times: keep SPI's memory flat */
+			SPI_freetuptable(SPI_tuptable);
+
 			IdemRequestSleep(Max(1, Min(nap, left)));
 			nap = Min(nap * 2, 100);
 			continue;
@@ -414,8 +406,8 @@ static void
 IdemRequestFinish(FunctionCallInfo fcinfo, int which, Datum value,
 				  const char *funcname)
 {
-	text	   *id = DatumGetTextPP(IdemRequestArg(fcinfo, 0, "key"));
-	pg_uuid_t  *owner = DatumGetUUIDP(IdemRequestArg(fcinfo, 1, "owner"));
+	text	   *id = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "key"));
+	pg_uuid_t  *owner = DatumGetUUIDP(IdemArgNotNull(fcinfo, 1, "owner"));
 	text	   *nsname;
 	IdemKey		key;
 	IdemNamespace ns;
@@ -425,7 +417,7 @@ IdemRequestFinish(FunctionCallInfo fcinfo, int which, Datum value,
 	uint64		done;
 	int			expected = which == REQ_RELEASE ? SPI_OK_DELETE : SPI_OK_UPDATE;
 
-	nsname = DatumGetTextPP(IdemRequestArg(fcinfo, PG_NARGS() - 1, "namespace"));
+	nsname = DatumGetTextPP(IdemArgNotNull(fcinfo, PG_NARGS() - 1, "namespace"));
 	IdemEncodeNamedKey(id, "key", &key);
 	IdemValidateNamespace(nsname);
 	IdemCheckWritable(funcname);
@@ -490,7 +482,7 @@ IdemRequestFinish(FunctionCallInfo fcinfo, int which, Datum value,
 Datum
 idem_complete(PG_FUNCTION_ARGS)
 {
-	IdemRequestFinish(fcinfo, REQ_COMPLETE, IdemRequestArg(fcinfo, 2, "result"),
+	IdemRequestFinish(fcinfo, REQ_COMPLETE, IdemArgNotNull(fcinfo, 2, "result"),
 					  "idem_complete()");
 	PG_RETURN_VOID();
 }
@@ -505,8 +497,8 @@ idem_complete(PG_FUNCTION_ARGS)
 Datum
 idem_fail(PG_FUNCTION_ARGS)
 {
-	Datum		error = IdemRequestArg(fcinfo, 2, "error");
-	bool		retryable = DatumGetBool(IdemRequestArg(fcinfo, 3, "retryable"));
+	Datum		error = IdemArgNotNull(fcinfo, 2, "error");
+	bool		retryable = DatumGetBool(IdemArgNotNull(fcinfo, 3, "retryable"));
 
 	IdemRequestFinish(fcinfo, retryable ? REQ_RELEASE : REQ_FAIL, error, "idem_fail()");
 	PG_RETURN_VOID();

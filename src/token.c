@@ -36,11 +36,7 @@ IdemTokenScope(FunctionCallInfo fcinfo, int argno)
 	text	   *scope;
 	int			len;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("scope must not be null")));
-	scope = PG_GETARG_TEXT_PP(argno);
+	scope = DatumGetTextPP(IdemArgNotNull(fcinfo, argno, "scope"));
 	len = VARSIZE_ANY_EXHDR(scope);
 	if (len == 0)
 		ereport(ERROR,
@@ -70,11 +66,7 @@ idem_token_issue(PG_FUNCTION_ARGS)
 	pg_uuid_t  *token;
 	bool		isnull;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("ttl must not be null")));
-	ttl = PG_GETARG_INTERVAL_P(1);
+	ttl = DatumGetIntervalP(IdemArgNotNull(fcinfo, 1, "ttl"));
 	IdemValidateTtl(ttl);
 	IdemCheckWritable("idem_token_issue()");
 	cat = IdemGetCatalog();
@@ -112,11 +104,7 @@ idem_token_consume(PG_FUNCTION_ARGS)
 	Datum		args[2];
 	bool		consumed;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("token must not be null")));
-	token = PG_GETARG_UUID_P(0);
+	token = DatumGetUUIDP(IdemArgNotNull(fcinfo, 0, "token"));
 	scope = IdemTokenScope(fcinfo, 1);
 	IdemCheckWritable("idem_token_consume()");
 	cat = IdemGetCatalog();
