@@ -418,6 +418,15 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 				snprintf(timeout, sizeof(timeout), "%d", 100);
 				(void) set_config_option("lock_timeout", timeout, PGC_USERSET,
 										 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+
+				/*
+				 * A purge batch need not wait for its commit to reach disk: if
+				 * a crash loses it, its rows are expired still and the next
+				 * round deletes them again.  Not waiting keeps the worker
+				 * from holding the WAL flush while claimers commit.
+				 */
+				(void) set_config_option("synchronous_commit", "off", PGC_USERSET,
+										 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
 				pgstat_report_activity(STATE_RUNNING, target->label);
 				result->rows += IdemPurgeBatch(target, batch, &cursor, &more);
 				result->batches++;
