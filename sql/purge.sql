@@ -21,6 +21,17 @@ SELECT namespace, expired, count(*) FROM idem_claims
 SELECT namespace, purged FROM idem_stats WHERE namespace IN ('purge_a', 'purge_b') ORDER BY 1;
 -- a purged claim can be made again
 SELECT idem_claim('a-1', 'purge_a') AS reclaim_after_purge;
+-- more than one batch (10000 expired claims each), expired and live claims
+-- interleaved in the heap
+SELECT idem_namespace_define('purge_c', '1 hour');
+SELECT count(*) FILTER (WHERE idem_claim('c-' || g, 'purge_c')) FROM generate_series(1, 25000) g;
+UPDATE idempotency.claims SET claimed_at = claimed_at - interval '2 hours'
+ WHERE ns = (SELECT id FROM idempotency.namespaces WHERE name = 'purge_c')
+   AND idempotency.idem_key_text(key) ~ '[02468]$';
+SELECT idem_purge() AS two_batches;
+SELECT count(*) AS left_, bool_and(event_id ~ '[13579]$') AS only_live, bool_or(expired) AS any_expired
+  FROM idem_claims WHERE namespace = 'purge_c';
+SELECT purged FROM idem_stats WHERE namespace = 'purge_c';
 
 -- user tables: the hand-made processed-events table of the seed articles
 CREATE ROLE regress_idem_purge_owner;

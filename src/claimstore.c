@@ -622,3 +622,83 @@ IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
 		return false;
 	}
 }
+
+#if PG_VERSION_NUM >= 140000
+/* bsearch comparator: a namespace id against an IdemNamespace */
+static int
+IdemNamespaceIdCompare(const void *key, const void *elem)
+{
+	int32		a = *(const int32 *) key;
+	int32		b = ((const IdemNamespace *) elem)->id;
+
+	return (a > b) - (a < b);
+}
+
+/*
+ * The purge's batch on the claims table: delete up to batch expired claims
+ * after *cursor, in TID order, with a TID range scan and heap_delete, as
+ * the equivalent DELETE would but without locking each row first.  A claim
+ * being taken over, released or purged by a transaction in flight is
+ * skipped, never waited for (heap_delete without wait), and so is one
+ * changed since our snapshot; a claim whose inserter is in flight is
+ * invisible to the scan.  nss holds every namespace sorted by id; counts,
+ * parallel to it, gets the claims deleted per namespace.  Advances *cursor
+ * to the last expired claim met; *more is false when the scan reached the
+ * end of the table.  Returns the number of claims deleted.
+ */
+int64
+IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss, int nns,
+					int64 *counts, int batch, ItemPointer cursor, bool *more)
+{
+	ItemPointerData maxtid;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	CommandId	cid = GetCurrentCommandId(true);
+	int64		deleted = 0;
+	int			met = 0;
+
+	ItemPointerSet(&maxtid, MaxBlockNumber, MaxOffsetNumber);
+	scan = table_beginscan_tidrange(store->heap, GetActiveSnapshot(), cursor, &maxtid);
+	slot = table_slot_create(store->heap, NULL);
+	*more = false;
+	while (table_scan_getnextslot_tidrange(scan, ForwardScanDirection, slot))
+	{
+		ItemPointerData tid = slot->tts_tid;
+		const IdemNamespace *ns;
+		TimestampTz claimed_at;
+		int32		nsid;
+		TM_FailureData tmfd;
+		TM_Result	result;
+
+		if (ItemPointerCompare(&tid, cursor) <= 0)
+			continue;			/* the range starts at the cursor itself */
+		slot_getsomeattrs(slot, Anum_claims_ns);
+		claimed_at = DatumGetTimestampTz(slot->tts_values[Anum_claims_claimed_at - 1]);
+		nsid = DatumGetInt32(slot->tts_values[Anum_claims_ns - 1]);
+		ns = bsearch(&nsid, nss, nns, sizeof(IdemNamespace), IdemNamespaceIdCompare);
+		if (ns == NULL || IdemNamespaceExpiry(ns, claimed_at) >= store->now)
+			continue;
+
+		*cursor = tid;
+		result = heap_delete(store->heap, &tid, cid, InvalidSnapshot,
+							 false, &tmfd, false);
+		if (result == TM_Ok)
+		{
+			deleted++;
+			counts[ns - nss]++;
+		}
+		else if (result != TM_BeingModified && result != TM_Updated &&
+				 result != TM_Deleted && result != TM_SelfModified)
+			elog(ERROR, "unexpected heap_delete result %d", (int) result);
+
+		if (++met >= batch)
+		{
+			*more = true;
+			break;
+		}
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	return deleted;
+}
+#endif

@@ -211,19 +211,45 @@ IdemNamespaceExpiry(const IdemNamespace *ns, TimestampTz claimed_at)
 												 IntervalPGetDatum(&ns->ttl)));
 }
 
-/* Copy row 0 of the SPI result (id, ttl) into entry */
+/* Copy row i of the SPI result (id, ttl) into entry */
 static void
-IdemNamespaceFromSpi(IdemNamespace *entry)
+IdemNamespaceFromSpi(IdemNamespace *entry, uint64 i)
 {
 	bool		isnull;
 	Datum		d;
 
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
 	entry->id = DatumGetInt32(d);
-	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
 	entry->ttl = *DatumGetIntervalP(d);
 	entry->ttl_is_exact = (entry->ttl.month == 0);
 	entry->ttl_usecs = entry->ttl.day * USECS_PER_DAY + entry->ttl.time;
+}
+
+/*
+ * Every namespace's id and TTL, sorted by id, bypassing the cache: the purge
+ * reads them afresh for each batch.  Allocated in the current memory
+ * context; *count is set to their number.
+ */
+IdemNamespace *
+IdemNamespaceLoadAll(int *count)
+{
+	IdemCatalog cat = IdemGetCatalog();
+	MemoryContext cxt = CurrentMemoryContext;
+	IdemOwnerScope scope;
+	IdemNamespace *all;
+	uint64		i;
+
+	IdemOwnerScopeBegin(&scope, cat.namespaces);
+	if (IdemSpiExecute("SELECT id, ttl FROM idempotency.namespaces ORDER BY id",
+					   0, NULL, NULL, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read idempotency.namespaces");
+	all = MemoryContextAllocZero(cxt, sizeof(IdemNamespace) * Max(SPI_processed, 1));
+	for (i = 0; i < SPI_processed; i++)
+		IdemNamespaceFromSpi(&all[i], i);
+	*count = (int) SPI_processed;
+	IdemOwnerScopeEnd(&scope);
+	return all;
 }
 
 /*
@@ -274,7 +300,7 @@ IdemNamespaceLoad(Oid relid, const char *name, bool create,
 		}
 	}
 	if (found)
-		IdemNamespaceFromSpi(entry);
+		IdemNamespaceFromSpi(entry, 0);
 	IdemOwnerScopeEnd(&scope);
 
 	if (create && !found)

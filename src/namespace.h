@@ -34,5 +34,6 @@ extern bool IdemNamespaceGet(const text *name, bool create,
 extern TimestampTz IdemNamespaceExpiry(const IdemNamespace *ns,
 									   TimestampTz claimed_at);
 extern void IdemValidateTtl(const Interval *ttl);
+extern IdemNamespace *IdemNamespaceLoadAll(int *count);
 
 #endif							/* IDEM_NAMESPACE_H */
