@@ -249,9 +249,10 @@ IdemPurgeCountNamespaces(Datum nsarray)
 
 #if PG_VERSION_NUM >= 140000
 /*
- * A batch of the claims table, natively (claimstore.c): half the WAL and
- * a fraction of the CPU of the equivalent statement, which locks each row
- * before deleting it.  Counts the deleted claims per namespace.
+ * A batch of the claims table, natively (claimstore.c): one WAL record per
+ * row, where the equivalent statement locks each row before deleting it
+ * (two), and a fraction of its CPU.  Counts the deleted claims per
+ * namespace.
  */
 static int64
 IdemPurgeClaimsBatch(int batch, ItemPointer cursor, bool *more)
