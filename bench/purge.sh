@@ -3,10 +3,12 @@
 #  1. Throughput: the worker purges a backlog of PURGE_N expired claims;
 #     rows per second from its own record in idempotency.purge_runs.
 #  2. Latency: claims' p99 (pgbench -M prepared, per-transaction log) with
-#     the purge paused, then with it working through a backlog of
-#     PURGE_LAT_N rows; PURGE_LAT_ROUNDS such pairs of PURGE_LAT_SECS
-#     phases, alternating, each p99 over the pooled phases of its kind, so
-#     that the machine's drift between two phases weighs less.
+#     the purge paused, then with it running a round every second: first
+#     through a backlog of PURGE_LAT_N rows, then through the claims the
+#     load itself makes, which expire after 10 s, vacuuming after each
+#     round; PURGE_LAT_ROUNDS such pairs of PURGE_LAT_SECS phases,
+#     alternating, each p99 over the pooled phases of its kind, so that the
+#     machine's drift between two phases weighs less.
 #  3. Steady state: a sustained claim load with a TTL of STEADY_TTL seconds
 #     for STEADY_CYCLES TTLs; then the store's size on disk against the size
 #     of its live rows packed into a fresh table and index.
