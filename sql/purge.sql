@@ -32,6 +32,13 @@ SELECT idem_purge() AS two_batches;
 SELECT count(*) AS left_, bool_and(event_id ~ '[13579]$') AS only_live, bool_or(expired) AS any_expired
   FROM idem_claims WHERE namespace = 'purge_c';
 SELECT purged FROM idem_stats WHERE namespace = 'purge_c';
+-- two purges in one statement: the second does not trip over the claims
+-- the first deleted
+UPDATE idempotency.claims SET claimed_at = claimed_at - interval '2 hours'
+ WHERE ns = (SELECT id FROM idempotency.namespaces WHERE name = 'purge_c')
+   AND idempotency.idem_key_text(key) IN ('c-1', 'c-3', 'c-5');
+SELECT g, idem_purge() FROM generate_series(1, 2) g ORDER BY g;
+SELECT count(*) AS left_after_two FROM idem_claims WHERE namespace = 'purge_c';
 
 -- user tables: the hand-made processed-events table of the seed articles
 CREATE ROLE regress_idem_purge_owner;

@@ -640,8 +640,8 @@ IdemNamespaceIdCompare(const void *key, const void *elem)
  * the equivalent DELETE would but without locking each row first.  A claim
  * being taken over, released or purged by a transaction in flight is
  * skipped, never waited for (heap_delete without wait), and so is one
- * changed since our snapshot; a claim whose inserter is in flight is
- * invisible to the scan.  nss holds every namespace sorted by id; counts,
+ * changed since our snapshot, or row-locked (by this transaction too); a
+ * claim whose inserter is in flight is invisible to the scan.  nss holds every namespace sorted by id; counts,
  * parallel to it, gets the claims deleted per namespace.  Advances *cursor
  * to the last expired claim met; *more is false when the scan reached the
  * end of the table.  Returns the number of claims deleted.
@@ -654,11 +654,20 @@ IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss, int nns,
 	TableScanDesc scan;
 	TupleTableSlot *slot;
 	CommandId	cid = GetCurrentCommandId(true);
+	SnapshotData snap;
 	int64		deleted = 0;
 	int			met = 0;
 
+	/*
+	 * See what heap_delete will see at cid: not the claims this transaction
+	 * deleted before (an earlier idem_purge in the same statement, say),
+	 * which the statement's snapshot still shows.
+	 */
+	snap = *GetActiveSnapshot();
+	snap.curcid = cid;
+
 	ItemPointerSet(&maxtid, MaxBlockNumber, MaxOffsetNumber);
-	scan = table_beginscan_tidrange(store->heap, GetActiveSnapshot(), cursor, &maxtid);
+	scan = table_beginscan_tidrange(store->heap, &snap, cursor, &maxtid);
 	slot = table_slot_create(store->heap, NULL);
 	*more = false;
 	while (table_scan_getnextslot_tidrange(scan, ForwardScanDirection, slot))

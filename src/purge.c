@@ -2,16 +2,20 @@
  * purge.c
  *	  Deleting expired claims and expired rows of registered user tables.
  *
- * A purge works through a target (idempotency.claims, or a user table
- * registered with idem_purge_policy_add) in batches.  A batch is one
- * statement: pick up to batch expired rows after a TID cursor, locking them
- * FOR UPDATE SKIP LOCKED, and delete them.  So a batch
+ * A purge works through a target (idempotency.claims, requests, tokens, or
+ * a user table registered with idem_purge_policy_add) in batches.  A batch
+ * is one statement: pick up to batch expired rows after a TID cursor,
+ * locking them FOR UPDATE SKIP LOCKED, and delete them.  On PostgreSQL 14
+ * and later a batch of claims does the same in C instead (claimstore.c): a
+ * TID range scan and heap_delete without waiting, which skips any row a
+ * transaction in flight has locked or changed, with no row lock of its own.
+ * So a batch
  *
  *	 - never waits on a row: rows being claimed, taken over or released by a
  *	   transaction in flight are skipped and left to the next round, and
  *	   claims whose inserting transaction is in flight are invisible to it;
- *	 - never deletes an unexpired row: the expiry test is in its WHERE
- *	   clause, evaluated against the row it locks;
+ *	 - never deletes an unexpired row: the expiry is tested against the row
+ *	   version it locks or deletes;
  *	 - moves forward through the heap by TID (a TID range scan), so a round
  *	   reads the table once however many batches it takes.
  *
@@ -280,7 +284,7 @@ IdemPurgeClaimsBatch(int batch, ItemPointer cursor, bool *more)
 
 /*
  * Delete up to batch expired rows of target after *cursor, as the target's
- * owner.  Call within a transaction with an active snapshot.  Advances
+ * owner (the native claims batch needs no role: it checks no privilege).  Call within a transaction with an active snapshot.  Advances
  * *cursor; *more is false when no expired row is left after it.  Returns
  * the number of rows deleted.
  */
