@@ -42,7 +42,7 @@ purge_pgbench() {
 
 bench_purge() {
     local n=${PURGE_N:-1000000} lat_secs=${PURGE_LAT_SECS:-6}
-    local lat_n=${PURGE_LAT_N:-600000} lat_rounds=${PURGE_LAT_ROUNDS:-3} r
+    local lat_n=${PURGE_LAT_N:-600000} lat_rounds=${PURGE_LAT_ROUNDS:-5} r
     local ttl=${STEADY_TTL:-10} cycles=${STEADY_CYCLES:-6} rate=${STEADY_RATE:-1500}
 
     say "purge: $n-row backlog, $lat_rounds pairs of ${lat_secs}s latency phases, $cycles cycles of a ${ttl}s TTL" >&2
