@@ -641,10 +641,11 @@ IdemNamespaceIdCompare(const void *key, const void *elem)
  * being taken over, released or purged by a transaction in flight is
  * skipped, never waited for (heap_delete without wait), and so is one
  * changed since our snapshot, or row-locked (by this transaction too); a
- * claim whose inserter is in flight is invisible to the scan.  nss holds every namespace sorted by id; counts,
- * parallel to it, gets the claims deleted per namespace.  Advances *cursor
- * to the last expired claim met; *more is false when the scan reached the
- * end of the table.  Returns the number of claims deleted.
+ * claim whose inserter is in flight is invisible to the scan.  nss holds
+ * every namespace sorted by id; counts, parallel to it, gets the claims
+ * deleted per namespace.  Advances *cursor to the last expired claim met;
+ * *more is false when the scan reached the end of the table.  Returns the
+ * number of claims deleted.
  */
 int64
 IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss, int nns,

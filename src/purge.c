@@ -284,9 +284,10 @@ IdemPurgeClaimsBatch(int batch, ItemPointer cursor, bool *more)
 
 /*
  * Delete up to batch expired rows of target after *cursor, as the target's
- * owner (the native claims batch needs no role: it checks no privilege).  Call within a transaction with an active snapshot.  Advances
- * *cursor; *more is false when no expired row is left after it.  Returns
- * the number of rows deleted.
+ * owner (the native claims batch needs no role: it checks no privilege).
+ * Call within a transaction with an active snapshot.  Advances *cursor;
+ * *more is false when no expired row is left after it.  Returns the number
+ * of rows deleted.
  */
 int64
 IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *more)
