@@ -110,6 +110,10 @@ BEGIN READ ONLY;
 SELECT idem_purge();
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
+BEGIN READ ONLY;
+SELECT idem_purge_policy_remove('payment_event_processed');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
 SET ROLE regress_idem_purge_other;
 SELECT idem_purge();
 \echo :LAST_ERROR_SQLSTATE

@@ -318,21 +318,8 @@ IdemBindingStatusDatum(IdemBinding *b, const char *state)
 static Relation
 IdemBindOpen(Oid relid)
 {
-	Relation	rel = table_open(relid, ShareRowExclusiveLock);
-
-#if PG_VERSION_NUM >= 160000
-	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
-#else
-	if (!pg_class_ownercheck(relid, GetUserId()))
-#endif
-		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
-					   RelationGetRelationName(rel));
-	if (rel->rd_rel->relkind != RELKIND_RELATION)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table", RelationGetRelationName(rel)),
-				 errdetail("Only plain tables can be bound to a state machine.")));
-	return rel;
+	return IdemOpenOwnedTable(relid, ShareRowExclusiveLock,
+							  "Only plain tables can be bound to a state machine.");
 }
 
 /* Run the trigger DDL of a binding as the calling user */

@@ -46,7 +46,6 @@
 #include "utils/snapmgr.h"
 
 #include "binding.h"
-#include "claimstore.h"
 #include "idempotency.h"
 #include "machine.h"
 

@@ -11,7 +11,9 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/objectaddress.h"
 #include "catalog/pg_class.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -293,19 +295,49 @@ IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
 								InvalidSnapshot, read_only, true, tcount);
 }
 
-/* IdemSpiScopeBegin as the owner of the internal table relid */
-void
-IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid)
+/* The owner of a relation */
+Oid
+IdemRelationOwner(Oid relid)
 {
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	Oid			owner;
-	HeapTuple	tuple;
 
-	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	if (!HeapTupleIsValid(tuple))
 		elog(ERROR, "cache lookup failed for relation %u", relid);
 	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
 	ReleaseSysCache(tuple);
-	IdemSpiScopeBegin(scope, owner, true);
+	return owner;
+}
+
+/*
+ * Open a user's table for configuring it (a binding, a purge policy): the
+ * caller must own it, and it must be a plain table; detail says why.
+ */
+Relation
+IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode, const char *detail)
+{
+	Relation	rel = table_open(relid, lockmode);
+
+#if PG_VERSION_NUM >= 160000
+	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
+#else
+	if (!pg_class_ownercheck(relid, GetUserId()))
+#endif
+		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
+					   RelationGetRelationName(rel));
+	if (rel->rd_rel->relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", RelationGetRelationName(rel)),
+				 errdetail("%s", detail)));
+	return rel;
+}
+
+/* IdemSpiScopeBegin as the owner of the internal table relid */
+void
+IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid)
+{
+	IdemSpiScopeBegin(scope, IdemRelationOwner(relid), true);
 }
 
 /* Undo IdemOwnerScopeBegin */

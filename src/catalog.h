@@ -9,6 +9,8 @@
 
 #include "nodes/execnodes.h"
 #include "nodes/parsenodes.h"
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
 
 /* OIDs of the internal relations */
 typedef struct IdemCatalog
@@ -39,6 +41,9 @@ typedef struct IdemOwnerScope
 } IdemOwnerScope;
 
 extern IdemCatalog IdemGetCatalog(void);
+extern Oid	IdemRelationOwner(Oid relid);
+extern Relation IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode,
+								   const char *detail);
 extern void IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid);
 extern void IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid,
 							  bool pin_search_path);

@@ -85,21 +85,6 @@ typedef struct IdemProbe
 } IdemProbe;
 
 /*
- * Refuse to write where writes are impossible: a read-only transaction or a
- * hot standby.  Errors name the SQL function.
- */
-void
-IdemCheckWritable(const char *funcname)
-{
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot execute %s during recovery", funcname),
-				 errhint("Claims can only be made on the primary server.")));
-	PreventCommandIfReadOnly(funcname);
-}
-
-/*
  * Open the claims table for one operation.  The index is opened on first
  * use, since a duplicate found through the claim cache never needs it.
  */

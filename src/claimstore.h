@@ -46,7 +46,6 @@ extern bool IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns,
 							   const bytea *key);
 extern bool IdemStoreRelease(IdemStore *store, IdemNamespace *ns,
 							 const bytea *key);
-extern void IdemCheckWritable(const char *funcname);
 #if PG_VERSION_NUM >= 140000
 extern int64 IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss,
 								 int nns, int64 *counts, int batch,

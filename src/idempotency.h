@@ -32,6 +32,8 @@
 
 /* Argument checks shared by the SQL functions */
 extern Datum IdemArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what);
+extern void IdemValidateName(const char *what, const char *name, int len, int max);
+extern void IdemCheckWritable(const char *funcname);
 
 /* Part initialisers, called once from _PG_init */
 extern void IdemCatalogInit(void);

@@ -110,22 +110,6 @@ IdemMachineInit(void)
 	RegisterXactCallback(IdemMachineXactCallback, NULL);
 }
 
-/* Check a machine or state name: not empty, within a bound */
-static void
-IdemValidateName(const char *what, const char *name, int len, int max)
-{
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty", what)));
-	if (len > max)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("%s is too long", what),
-				 errdetail("\"%.*s...\" is %d bytes long; the limit is %d bytes.",
-						   20, name, len, max)));
-}
-
 /* Number of the state called name, or -1 */
 int
 IdemMachineState(const IdemMachine *m, const char *state, int len)

@@ -15,7 +15,6 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -30,30 +29,15 @@ PG_FUNCTION_INFO_V1(idem_purge_policy_remove);
 
 /* Open a table for a policy change: it must be a table the caller owns */
 static Relation
-IdemPolicyOpen(FunctionCallInfo fcinfo)
+IdemPolicyOpen(FunctionCallInfo fcinfo, const char *funcname)
 {
-	Oid			relid;
-	Relation	rel;
-
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("table must not be null")));
-	relid = PG_GETARG_OID(0);
-	PreventCommandIfReadOnly("idem_purge_policy_add()");
-	rel = table_open(relid, AccessShareLock);
-#if PG_VERSION_NUM >= 160000
-	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
-#else
-	if (!pg_class_ownercheck(relid, GetUserId()))
-#endif
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, RelationGetRelationName(rel));
-	if (rel->rd_rel->relkind != RELKIND_RELATION)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table", RelationGetRelationName(rel)),
-				 errdetail("Purge policies apply to plain tables only.")));
-	return rel;
+	PreventCommandIfReadOnly(funcname);
+	return IdemOpenOwnedTable(PG_GETARG_OID(0), AccessShareLock,
+							  "Purge policies apply to plain tables only.");
 }
 
 /*
@@ -66,7 +50,7 @@ IdemPolicyOpen(FunctionCallInfo fcinfo)
 Datum
 idem_purge_policy_add(PG_FUNCTION_ARGS)
 {
-	Relation	rel = IdemPolicyOpen(fcinfo);
+	Relation	rel = IdemPolicyOpen(fcinfo, "idem_purge_policy_add()");
 	Name		column;
 	Interval   *ttl;
 	AttrNumber	attno;
@@ -126,7 +110,7 @@ idem_purge_policy_add(PG_FUNCTION_ARGS)
 Datum
 idem_purge_policy_remove(PG_FUNCTION_ARGS)
 {
-	Relation	rel = IdemPolicyOpen(fcinfo);
+	Relation	rel = IdemPolicyOpen(fcinfo, "idem_purge_policy_remove()");
 	IdemCatalog cat = IdemGetCatalog();
 	IdemOwnerScope scope;
 	Oid			argtypes[1] = {OIDOID};

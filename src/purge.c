@@ -54,8 +54,6 @@
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/syscache.h"
-#include "catalog/pg_class.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -67,6 +65,7 @@
 #include "idempotency.h"
 #include "namespace.h"
 #include "purge.h"
+#include "request.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(idem_purge);
@@ -95,9 +94,7 @@ static const char *const idem_purge_requests_sql =
 "  SELECT r.ctid AS tid FROM idempotency.requests r"
 "    JOIN idempotency.namespaces n ON n.id = r.ns"
 "   WHERE r.ctid > $1"
-"     AND ((coalesce(r.completed_at, r.created_at) AT TIME ZONE 'UTC') + n.ttl)"
-"         AT TIME ZONE 'UTC' < now()"
-"     AND NOT (r.status = 'in_progress' AND r.lease_expires_at > clock_timestamp())"
+"     AND " IDEM_REQUEST_EXPIRED_SQL("r.", "n.ttl")
 "   LIMIT $2 FOR UPDATE OF r SKIP LOCKED),"
 " gone AS ("
 "  DELETE FROM idempotency.requests"
@@ -133,20 +130,6 @@ static const char *const idem_purge_table_sql =
 "SELECT (SELECT pg_catalog.max(tid) FROM victims), (SELECT pg_catalog.count(*) FROM victims),"
 "       (SELECT pg_catalog.count(*) FROM gone)";
 
-/* The owner of a relation */
-static Oid
-IdemRelOwner(Oid relid)
-{
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	ReleaseSysCache(tuple);
-	return owner;
-}
-
 /* One of the extension's own tables as a purge target */
 static IdemPurgeTarget *
 IdemPurgeInternal(Oid relid, const char *label, const char *sql)
@@ -155,7 +138,7 @@ IdemPurgeInternal(Oid relid, const char *label, const char *sql)
 
 	t->is_internal = true;
 	t->relid = relid;
-	t->owner = IdemRelOwner(relid);
+	t->owner = IdemRelationOwner(relid);
 	t->label = pstrdup(label);
 	t->sql = sql;
 	return t;
@@ -207,7 +190,7 @@ IdemPurgeTargets(void)
 
 			t = palloc0(sizeof(IdemPurgeTarget));
 			t->relid = relid;
-			t->owner = IdemRelOwner(relid);
+			t->owner = IdemRelationOwner(relid);
 			t->label = quoted;
 			t->sql = psprintf(idem_purge_table_sql, quoted, quote_identifier(column), quoted);
 			t->ttl = *ttl;

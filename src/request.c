@@ -55,9 +55,9 @@
 
 #include "catalog.h"
 #include "claimkey.h"
-#include "claimstore.h"
 #include "idempotency.h"
 #include "namespace.h"
+#include "request.h"
 
 PG_FUNCTION_INFO_V1(idem_begin);
 PG_FUNCTION_INFO_V1(idem_complete);
@@ -85,8 +85,7 @@ static const char *const idem_request_sql[REQ_NPLANS] = {
 	" RETURNING owner, attempts, lease_expires_at",
 	/* REQ_SELECT: key, ns, ttl */
 	"SELECT status, owner, fingerprint, result, attempts, lease_expires_at, created_at,"
-	"       ((coalesce(completed_at, created_at) AT TIME ZONE 'UTC') + $3) AT TIME ZONE 'UTC' < now()"
-	"       AND NOT (status = 'in_progress' AND lease_expires_at > clock_timestamp()) AS expired,"
+	"       " IDEM_REQUEST_EXPIRED_SQL("", "$3") " AS expired,"
 	"       lease_expires_at <= clock_timestamp() AS lease_expired,"
 	"       jsonb_build_object('status', status, 'attempts', attempts, 'result', result,"
 	"                          'created_at', created_at)::text AS record"
@@ -96,8 +95,7 @@ static const char *const idem_request_sql[REQ_NPLANS] = {
 	"       attempts = 1, fingerprint = $3, result = NULL, created_at = now(),"
 	"       completed_at = NULL, lease_expires_at = clock_timestamp() + $4"
 	" WHERE key = $1 AND ns = $2 AND created_at = $5"
-	"   AND ((coalesce(completed_at, created_at) AT TIME ZONE 'UTC') + $6) AT TIME ZONE 'UTC' < now()"
-	"   AND NOT (status = 'in_progress' AND lease_expires_at > clock_timestamp())"
+	"   AND " IDEM_REQUEST_EXPIRED_SQL("", "$6")
 	" RETURNING owner, attempts, lease_expires_at",
 	/* REQ_TAKEOVER: key, ns, fingerprint, lease, observed owner */
 	"UPDATE idempotency.requests SET owner = gen_random_uuid(), attempts = attempts + 1,"
@@ -154,8 +152,7 @@ IdemRequestRun(int which, Datum *args, const char *nulls)
 typedef struct IdemBeginResult
 {
 	const char *status;
-	bool		has_owner;
-	pg_uuid_t	owner;
+	pg_uuid_t	owner;			/* set only when status is "started" */
 	Datum		result;			/* jsonb, or 0 */
 	int32		attempts;
 	bool		has_lease;
@@ -171,22 +168,30 @@ IdemBeginStarted(IdemBeginResult *r)
 	bool		isnull;
 
 	r->status = "started";
-	r->has_owner = true;
 	r->owner = *DatumGetUUIDP(SPI_getbinval(tup, desc, 1, &isnull));
 	r->attempts = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
 	r->lease_expires_at = DatumGetTimestampTz(SPI_getbinval(tup, desc, 3, &isnull));
 	r->has_lease = true;
 }
 
+/* The sign of an interval: -1, 0 or 1 */
+static int
+IdemIntervalSign(const Interval *iv)
+{
+	Interval	zero;
+	int32		cmp;
+
+	memset(&zero, 0, sizeof(zero));
+	cmp = DatumGetInt32(DirectFunctionCall2(interval_cmp, IntervalPGetDatum(iv),
+											IntervalPGetDatum(&zero)));
+	return (cmp > 0) - (cmp < 0);
+}
+
 /* Check an interval argument is strictly positive */
 static void
 IdemPositiveInterval(const Interval *iv, const char *what)
 {
-	Interval	zero;
-
-	memset(&zero, 0, sizeof(zero));
-	if (DatumGetInt32(DirectFunctionCall2(interval_cmp, IntervalPGetDatum(iv),
-										  IntervalPGetDatum(&zero))) <= 0)
+	if (IdemIntervalSign(iv) <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be greater than zero", what)));
@@ -236,11 +241,7 @@ idem_begin(PG_FUNCTION_ARGS)
 	IdemPositiveInterval(lease, "lease");
 	if (wait != NULL)
 	{
-		Interval	zero;
-
-		memset(&zero, 0, sizeof(zero));
-		if (DatumGetInt32(DirectFunctionCall2(interval_cmp, IntervalPGetDatum(wait),
-											  IntervalPGetDatum(&zero))) < 0)
+		if (IdemIntervalSign(wait) < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("wait must not be negative")));
@@ -386,8 +387,9 @@ idem_begin(PG_FUNCTION_ARGS)
 	IdemOwnerScopeEnd(&scope);
 	memset(nulls, 0, sizeof(nulls));
 	values[0] = CStringGetTextDatum(r.status);
-	values[1] = r.has_owner ? UUIDPGetDatum(&r.owner) : (Datum) 0;
-	nulls[1] = !r.has_owner;
+	nulls[1] = (strcmp(r.status, "started") != 0);	/* a duplicate never
+														 * learns the owner */
+	values[1] = nulls[1] ? (Datum) 0 : UUIDPGetDatum(&r.owner);
 	values[2] = r.result;
 	nulls[2] = (r.result == (Datum) 0);
 	values[3] = Int32GetDatum(r.attempts);

@@ -22,7 +22,6 @@
 #include "utils/uuid.h"
 
 #include "catalog.h"
-#include "claimstore.h"
 #include "idempotency.h"
 #include "namespace.h"
 
@@ -33,21 +32,10 @@ PG_FUNCTION_INFO_V1(idem_token_consume);
 static text *
 IdemTokenScope(FunctionCallInfo fcinfo, int argno)
 {
-	text	   *scope;
-	int			len;
+	text	   *scope = DatumGetTextPP(IdemArgNotNull(fcinfo, argno, "scope"));
 
-	scope = DatumGetTextPP(IdemArgNotNull(fcinfo, argno, "scope"));
-	len = VARSIZE_ANY_EXHDR(scope);
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("scope must not be empty")));
-	if (len > IDEM_MAX_NAMESPACE_BYTES)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("scope is too long"),
-				 errdetail("The scope is %d bytes long; the limit is %d bytes.",
-						   len, IDEM_MAX_NAMESPACE_BYTES)));
+	IdemValidateName("scope", VARDATA_ANY(scope), VARSIZE_ANY_EXHDR(scope),
+					 IDEM_MAX_NAMESPACE_BYTES);
 	return scope;
 }
 
