@@ -1,0 +1,90 @@
+# IdemCheck: checks shared by the Perl TAP tests.
+#
+#   use IdemCheck;
+#   amcheck_claims($node, 'postgres', 'after the load');
+#
+# amcheck_claims verifies, with amcheck and heapallindexed, every btree
+# index of idempotency.claims, and of idempotency.requests and
+# idempotency.tokens where they exist: the extension writes these heaps and
+# their indexes directly, so an index entry it forgot (or one for a tuple
+# that is not there) shows up here.  The index list is read afresh on every
+# call, since REINDEX CONCURRENTLY and the like give indexes new OIDs.
+#
+# It reports one Test::More assertion per index, named after $label and the
+# index, whose failure shows amcheck's error; an invalid or not-ready index
+# (say, left behind by a failed concurrent build) fails without being
+# checked.  On a primary it uses bt_index_parent_check(index, true); on a
+# standby, where that cannot run, bt_index_check(index, true).  It creates
+# the amcheck extension if the database lacks it (not possible on a
+# standby: create it on the primary first).  Returns true if every index
+# passed.
+package IdemCheck;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use Test::More;
+
+our @EXPORT = qw(amcheck_claims);
+
+my @TABLES = qw(idempotency.claims idempotency.requests idempotency.tokens);
+
+sub amcheck_claims
+{
+	my ($node, $dbname, $label) = @_;
+	$label = defined $label ? "$label: " : '';
+	my ($out, $err);
+
+	my $state = $node->safe_psql($dbname, q{
+		SELECT (SELECT count(*) FROM pg_extension WHERE extname = 'amcheck')
+		       || ' ' || pg_is_in_recovery()});
+	my ($have_amcheck, $in_recovery) = split ' ', $state;
+	if (!$have_amcheck)
+	{
+		my $rc = $node->psql($dbname, 'CREATE EXTENSION amcheck',
+			stdout => \$out, stderr => \$err);
+		if ($rc != 0)
+		{
+			fail("${label}the amcheck extension can be created ($err)");
+			return 0;
+		}
+	}
+	my $check = $in_recovery eq 't' ? 'bt_index_check' : 'bt_index_parent_check';
+
+	my $all_ok = 1;
+	foreach my $table (@TABLES)
+	{
+		# indexrelid::regclass is schema-qualified: idempotency is not on
+		# the search_path of a fresh session
+		my $list = $node->safe_psql($dbname, qq{
+			SELECT i.indexrelid || '|' || i.indexrelid::regclass || '|'
+			       || CASE WHEN i.indisvalid AND i.indisready AND i.indislive
+			                   THEN 't' ELSE 'f' END
+			  FROM pg_index i
+			  JOIN pg_class c ON c.oid = i.indexrelid
+			  JOIN pg_am am ON am.oid = c.relam
+			 WHERE i.indrelid = to_regclass('$table') AND am.amname = 'btree'
+			 ORDER BY c.relname});
+		foreach my $row (split /\n/, $list)
+		{
+			my ($oid, $name, $usable) = split /\|/, $row;
+			my $what = "${label}$check($name, heapallindexed)";
+			if ($usable ne 't')
+			{
+				fail("$what: the index is not valid and ready (a failed concurrent build?)");
+				$all_ok = 0;
+				next;
+			}
+			# by OID, read just above: no DDL runs between the two
+			my $rc = $node->psql($dbname,
+				"SELECT $check(${oid}::regclass, true)",
+				stdout => \$out, stderr => \$err);
+			$err =~ s/\s+$//;
+			$all_ok = 0 unless is($rc == 0 ? '' : $err, '', "$what finds no corruption");
+		}
+	}
+	return $all_ok;
+}
+
+1;
