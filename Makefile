@@ -9,10 +9,12 @@ OBJS = \
 	src/catalog.o \
 	src/claim.o \
 	src/claimcache.o \
+	src/claimrel.o \
 	src/claimkey.o \
 	src/claimstore.o \
 	src/claimtrigger.o \
 	src/guard.o \
+	src/inval.o \
 	src/keylock.o \
 	src/machine.o \
 	src/namespace.o \

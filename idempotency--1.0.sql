@@ -13,18 +13,31 @@ COMMENT ON SCHEMA idempotency IS 'internal tables of the idempotency extension';
 
 CREATE SEQUENCE idempotency.namespace_id_seq AS integer;
 
+-- A namespace may have several rows, all with the same id: a transaction
+-- that uses a new namespace writes a row of its own, adopting the id of a
+-- row another transaction has in flight instead of waiting for it (see
+-- src/namespace.c), so that first use never blocks.  The TTL is that of
+-- the row defined last.  The purge removes redundant rows.
 CREATE TABLE idempotency.namespaces (
-    id          integer     NOT NULL DEFAULT nextval('idempotency.namespace_id_seq'),
-    name        text        NOT NULL,
+    id          integer     NOT NULL,
+    name        text        COLLATE "C" NOT NULL,
     ttl         interval    NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT namespaces_pkey PRIMARY KEY (id),
-    CONSTRAINT namespaces_name_key UNIQUE (name),
+    defined_at  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT namespaces_name_check CHECK (octet_length(name) BETWEEN 1 AND 128),
     CONSTRAINT namespaces_ttl_check CHECK (ttl > interval '0' AND ttl <= interval '100 years')
 );
+CREATE INDEX namespaces_name_idx ON idempotency.namespaces (name);
+CREATE INDEX namespaces_id_idx ON idempotency.namespaces (id);
 ALTER SEQUENCE idempotency.namespace_id_seq OWNED BY idempotency.namespaces.id;
-COMMENT ON TABLE idempotency.namespaces IS 'claim namespaces and the TTL of their claims';
+COMMENT ON TABLE idempotency.namespaces IS 'claim namespaces and the TTL of their claims; read them through idem_namespaces';
+
+-- One row per namespace: the one defined last.
+CREATE VIEW idem_namespaces AS
+    SELECT DISTINCT ON (id) id, name, ttl, created_at, defined_at
+      FROM idempotency.namespaces
+     ORDER BY id, defined_at DESC;
+COMMENT ON VIEW idem_namespaces IS 'claim namespaces and the TTL of their claims';
 
 -- Any change to a table whose rows backends cache, by our functions or by
 -- hand, must reach those caches.
@@ -386,7 +399,7 @@ CREATE VIEW idem_claims AS
            e.expires_at < now()            AS expired,
            c.fingerprint                   AS fingerprint_hash
       FROM idempotency.claims c
-      JOIN idempotency.namespaces n ON n.id = c.ns
+      JOIN idem_namespaces n ON n.id = c.ns
      CROSS JOIN LATERAL
            -- calendar arithmetic in UTC, as the C code does
            (SELECT ((c.claimed_at AT TIME ZONE 'UTC') + n.ttl) AT TIME ZONE 'UTC'
@@ -403,7 +416,7 @@ CREATE VIEW idem_requests AS
                                          AND r.lease_expires_at > clock_timestamp())
                                             AS expired
       FROM idempotency.requests r
-      JOIN idempotency.namespaces n ON n.id = r.ns
+      JOIN idem_namespaces n ON n.id = r.ns
      CROSS JOIN LATERAL
            (SELECT ((coalesce(r.completed_at, r.created_at) AT TIME ZONE 'UTC') + n.ttl)
                    AT TIME ZONE 'UTC' AS expires_at) e;
@@ -428,7 +441,7 @@ CREATE VIEW idem_stats AS
            s.claims, s.duplicates, s.waits, s.fingerprint_mismatches,
            s.takeovers, s.busy, s.releases, s.purged
       FROM idempotency.idem_stats_read() s
-      JOIN idempotency.namespaces n ON n.id = s.ns;
+      JOIN idem_namespaces n ON n.id = s.ns;
 COMMENT ON VIEW idem_stats IS
     'per-namespace counters since server start (needs shared_preload_libraries)';
 
@@ -460,8 +473,8 @@ REVOKE ALL ON FUNCTION idempotency.idem_table_changed() FROM PUBLIC;
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
 GRANT SELECT ON idempotency.namespaces, idempotency.machines,
                 idempotency.machine_bindings TO PUBLIC;
-GRANT SELECT ON idem_stats, idem_purge_runs TO PUBLIC;
-GRANT SELECT ON idempotency.purge_runs, idempotency.purge_policies TO PUBLIC;
+GRANT SELECT ON idem_stats, idem_namespaces TO PUBLIC;
+GRANT SELECT ON idempotency.purge_policies TO PUBLIC;
 
 -- With security_invoker (PostgreSQL 15 and later), reading idem_claims
 -- needs SELECT on idempotency.claims, like any other read of claims.

@@ -72,3 +72,25 @@ BEGIN READ ONLY;
 SELECT idem_namespace_define('ns_ro', '1 day');
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
+
+-- a TTL must be positive on every date: '1 mon -29 days' is a day in
+-- March but nothing in February
+SELECT idem_namespace_define('ns_bad', '1 mon -29 days');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_define('ns_months_ok', '1 mon -27 days');
+SELECT name, ttl FROM idem_namespaces WHERE name = 'ns_months_ok';
+
+-- redefining keeps the id and takes the new TTL; idem_namespaces shows one row
+SELECT id AS months_id FROM idem_namespaces WHERE name = 'ns_months_ok' \gset
+SELECT idem_namespace_define('ns_months_ok', '2 days');
+SELECT ttl, id = :months_id AS same_id, count(*) OVER () AS rows
+  FROM idem_namespaces WHERE name = 'ns_months_ok';
+
+-- default_ttl is for superusers: a plain role must not shorten the window
+-- of namespaces others create on first use
+CREATE ROLE ns_plain_role;
+SET ROLE ns_plain_role;
+SET idempotency.default_ttl = '2s';
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE ns_plain_role;

@@ -45,49 +45,26 @@
 #include "binding.h"
 #include "catalog.h"
 #include "idempotency.h"
+#include "inval.h"
 
 PG_FUNCTION_INFO_V1(idem_machine_bind);
 PG_FUNCTION_INFO_V1(idem_machine_unbind);
 
-static MemoryContext idem_binding_cxt = NULL;
-static List *idem_binding_graveyard = NIL;
+static IdemGenCache idem_binding_gen = IDEM_GEN_CACHE_INIT("idempotency bindings");
 static HTAB *idem_binding_cache = NULL;
 static Oid	idem_binding_relid = InvalidOid;	/* the bindings table */
 
-/* Forget all bindings; free them at transaction end */
+/* Forget all bindings; their memory goes at transaction end */
 static void
 IdemBindingCacheReset(void)
 {
-	if (idem_binding_cxt != NULL)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-
-		idem_binding_graveyard = lappend(idem_binding_graveyard, idem_binding_cxt);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	idem_binding_cxt = NULL;
+	IdemGenCacheRetire(&idem_binding_gen);
 	idem_binding_cache = NULL;
-}
-
-/* Free invalidated generations once no caller can hold them */
-static void
-IdemBindingXactCallback(XactEvent event, void *arg pg_attribute_unused())
-{
-	ListCell   *lc;
-
-	if (idem_binding_graveyard == NIL ||
-		(event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
-		 event != XACT_EVENT_PREPARE))
-		return;
-	foreach(lc, idem_binding_graveyard)
-		MemoryContextDelete((MemoryContext) lfirst(lc));
-	list_free(idem_binding_graveyard);
-	idem_binding_graveyard = NIL;
 }
 
 /* The bindings table or a bound table changed */
 static void
-IdemBindingRelcacheCallback(Datum arg pg_attribute_unused(), Oid relid)
+IdemBindingInvalidate(Oid relid)
 {
 	if (idem_binding_cache == NULL)
 		return;
@@ -98,9 +75,7 @@ IdemBindingRelcacheCallback(Datum arg pg_attribute_unused(), Oid relid)
 
 /* Role changes may change what a user may do to a bound table */
 static void
-IdemBindingAclCallback(Datum arg pg_attribute_unused(),
-					   int cacheid pg_attribute_unused(),
-					   uint32 hashvalue pg_attribute_unused())
+IdemBindingRolesChanged(void)
 {
 	HASH_SEQ_STATUS status;
 	IdemBinding *b;
@@ -112,14 +87,12 @@ IdemBindingAclCallback(Datum arg pg_attribute_unused(),
 		b->acl_user = InvalidOid;
 }
 
-/* Register callbacks; called from _PG_init */
+/* Register the invalidation handlers; called from _PG_init */
 void
 IdemBindingInit(void)
 {
-	CacheRegisterRelcacheCallback(IdemBindingRelcacheCallback, (Datum) 0);
-	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, IdemBindingAclCallback, (Datum) 0);
-	CacheRegisterSyscacheCallback(AUTHOID, IdemBindingAclCallback, (Datum) 0);
-	RegisterXactCallback(IdemBindingXactCallback, NULL);
+	IdemInvalOnRelcache(IdemBindingInvalidate);
+	IdemInvalOnRoles(IdemBindingRolesChanged);
 }
 
 /* The attribute number of a bound column, or an error saying to rebind */
@@ -243,17 +216,14 @@ IdemBindingGet(Oid relid, bool missing_ok)
 				 errhint("Bind it with idem_machine_bind().")));
 	}
 
-	if (idem_binding_cxt == NULL)
+	if (idem_binding_cache == NULL)
 	{
 		HASHCTL		ctl;
 
-		idem_binding_cxt = AllocSetContextCreate(CacheMemoryContext,
-												 "idempotency bindings",
-												 ALLOCSET_SMALL_SIZES);
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = sizeof(Oid);
 		ctl.entrysize = sizeof(IdemBinding);
-		ctl.hcxt = idem_binding_cxt;
+		ctl.hcxt = IdemGenCacheContext(&idem_binding_gen);
 		idem_binding_cache = hash_create("idempotency bindings", 16, &ctl,
 										 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
@@ -274,9 +244,9 @@ IdemBindingGet(Oid relid, bool missing_ok)
 		get_atttypetypmodcoll(relid, fill.status_attno, &fill.status_type,
 							  &fill.status_typmod, &coll);
 		getTypeOutputInfo(fill.status_type, &typoutput, &isvarlena);
-		fmgr_info_cxt(typoutput, &fill.status_out, CacheMemoryContext);
+		fmgr_info_cxt(typoutput, &fill.status_out, IdemGenCacheContext(&idem_binding_gen));
 		getTypeInputInfo(fill.status_type, &func, &fill.status_ioparam);
-		fmgr_info_cxt(func, &fill.status_in, CacheMemoryContext);
+		fmgr_info_cxt(func, &fill.status_in, IdemGenCacheContext(&idem_binding_gen));
 		fill.version_attno = InvalidAttrNumber;
 		if (version_column != NULL)
 		{
@@ -295,6 +265,8 @@ IdemBindingGet(Oid relid, bool missing_ok)
 			return IdemBindingGet(relid, missing_ok);
 		b = hash_search(idem_binding_cache, &relid, HASH_ENTER, &found);
 		*b = fill;
+		if (IsInParallelMode())
+			IdemGenCacheRetireAtEnd(&idem_binding_gen);	/* read under the query's snapshot */
 	}
 	return b;
 }

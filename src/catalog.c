@@ -5,7 +5,7 @@
  * The claim functions run hundreds of thousands of times per second, so the
  * OIDs of the internal relations are looked up once per backend and kept
  * until a relcache or schema invalidation says they may have changed (the
- * extension was dropped and re-created, a table was rewritten, ...).
+ * extension was dropped and re-created, ...).
  * Callers get a copy, so an invalidation processed in the middle of an
  * operation never changes the OIDs under its feet.
  */
@@ -34,6 +34,7 @@
 
 #include "catalog.h"
 #include "idempotency.h"
+#include "inval.h"
 
 PG_FUNCTION_INFO_V1(idem_table_changed);
 
@@ -44,57 +45,47 @@ static bool idem_catalog_valid = false;
 static Oid	idem_acl_user = InvalidOid;
 static AclMode idem_acl_granted = 0;
 
-/* Bumped by every relevant invalidation, to detect one during a lookup */
-static uint64 idem_catalog_inval_count = 0;
-
-/* Relcache callback: drop the cache when one of our relations changes */
+/* Relcache invalidation: drop the OIDs when one of our relations changes */
 static void
-IdemCatalogRelcacheCallback(Datum arg pg_attribute_unused(), Oid relid)
+IdemCatalogInvalidate(Oid relid)
 {
 	if (!idem_catalog_valid ||
 		relid == InvalidOid ||
 		relid == idem_catalog.claims ||
-		relid == idem_catalog.claims_pkey ||
 		relid == idem_catalog.namespaces ||
+		relid == idem_catalog.namespaces_name ||
 		relid == idem_catalog.machines ||
-		relid == idem_catalog.bindings)
+		relid == idem_catalog.bindings ||
+		relid == idem_catalog.requests ||
+		relid == idem_catalog.tokens)
 	{
-		idem_catalog_inval_count++;
 		idem_catalog_valid = false;
 		idem_acl_granted = 0;
 	}
 }
 
-/* Syscache callback for pg_namespace: the schema may have gone */
+/* A schema changed: ours may have gone */
 static void
-IdemCatalogSyscacheCallback(Datum arg pg_attribute_unused(),
-							int cacheid pg_attribute_unused(),
-							uint32 hashvalue pg_attribute_unused())
+IdemCatalogSchemasChanged(void)
 {
-	idem_catalog_inval_count++;
 	idem_catalog_valid = false;
 	idem_acl_granted = 0;
 }
 
 /* Role or membership changes may change what a user may do */
 static void
-IdemAclSyscacheCallback(Datum arg pg_attribute_unused(),
-						int cacheid pg_attribute_unused(),
-						uint32 hashvalue pg_attribute_unused())
+IdemCatalogRolesChanged(void)
 {
 	idem_acl_granted = 0;
 }
 
-/* Register the invalidation callbacks; called from _PG_init */
+/* Register the invalidation handlers; called from _PG_init */
 void
 IdemCatalogInit(void)
 {
-	CacheRegisterRelcacheCallback(IdemCatalogRelcacheCallback, (Datum) 0);
-	CacheRegisterSyscacheCallback(NAMESPACEOID, IdemCatalogSyscacheCallback,
-								  (Datum) 0);
-	CacheRegisterSyscacheCallback(AUTHOID, IdemAclSyscacheCallback, (Datum) 0);
-	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, IdemAclSyscacheCallback,
-								  (Datum) 0);
+	IdemInvalOnRelcache(IdemCatalogInvalidate);
+	IdemInvalOnSchemas(IdemCatalogSchemasChanged);
+	IdemInvalOnRoles(IdemCatalogRolesChanged);
 }
 
 /* Look up one internal relation by name, or fail with a clear error */
@@ -133,7 +124,7 @@ IdemGetCatalog(void)
 	{
 		IdemCatalog found;
 
-		start = idem_catalog_inval_count;
+		start = IdemInvalCounter();
 		memset(&found, 0, sizeof(found));
 		found.schema = get_namespace_oid(IDEM_SCHEMA_NAME, true);
 		if (!OidIsValid(found.schema) || !IdemExtensionPresent())
@@ -142,14 +133,15 @@ IdemGetCatalog(void)
 					 errmsg("extension \"idempotency\" is not installed in this database"),
 					 errhint("Run CREATE EXTENSION idempotency.")));
 		found.claims = IdemLookupRelation(found.schema, "claims");
-		found.claims_pkey = IdemLookupRelation(found.schema, "claims_pkey");
 		found.namespaces = IdemLookupRelation(found.schema, "namespaces");
+		found.namespaces_name = IdemLookupRelation(found.schema, "namespaces_name_idx");
+		found.namespace_seq = IdemLookupRelation(found.schema, "namespace_id_seq");
 		found.machines = IdemLookupRelation(found.schema, "machines");
 		found.bindings = IdemLookupRelation(found.schema, "machine_bindings");
 		found.requests = IdemLookupRelation(found.schema, "requests");
 		found.tokens = IdemLookupRelation(found.schema, "tokens");
 		idem_catalog = found;
-	} while (start != idem_catalog_inval_count);
+	} while (start != IdemInvalCounter());
 
 	idem_catalog_valid = true;
 	return idem_catalog;
@@ -160,39 +152,6 @@ bool
 IdemExtensionPresent(void)
 {
 	return OidIsValid(get_extension_oid("idempotency", true));
-}
-
-/*
- * IndexInfo describing claims_pkey: a unique btree on columns (key, ns).
- *
- * Its shape is fixed by the install script, so it is built once per backend
- * and never depends on relcache state.  nbtree does not read it, but
- * index_insert wants one.
- */
-IndexInfo *
-IdemClaimsIndexInfo(void)
-{
-	static IndexInfo *info = NULL;
-
-	if (info == NULL)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-
-#if PG_VERSION_NUM >= 160000
-		info = makeIndexInfo(2, 2, BTREE_AM_OID, NIL, NIL,
-							 true, false, true, false, false);
-#elif PG_VERSION_NUM >= 150000
-		info = makeIndexInfo(2, 2, BTREE_AM_OID, NIL, NIL,
-							 true, false, true, false);
-#else
-		info = makeIndexInfo(2, 2, BTREE_AM_OID, NIL, NIL,
-							 true, true, false);
-#endif
-		info->ii_IndexAttrNumbers[0] = Anum_claims_key;
-		info->ii_IndexAttrNumbers[1] = Anum_claims_ns;
-		MemoryContextSwitchTo(oldcxt);
-	}
-	return info;
 }
 
 /*
@@ -287,11 +246,21 @@ IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
 			   const char *nulls, bool read_only, long tcount)
 {
 	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+	Snapshot	snapshot;
 
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
 			 SPI_result_code_string(SPI_result));
-	return SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(),
+
+	/*
+	 * Parallel mode cannot take a new snapshot; there we read as the query
+	 * does, and callers must not keep what they read past the transaction.
+	 */
+	if (IsInParallelMode())
+		snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
+	else
+		snapshot = GetLatestSnapshot();
+	return SPI_execute_snapshot(plan, values, nulls, snapshot,
 								InvalidSnapshot, read_only, true, tcount);
 }
 

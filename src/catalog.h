@@ -17,20 +17,14 @@ typedef struct IdemCatalog
 {
 	Oid			schema;			/* the "idempotency" schema */
 	Oid			claims;			/* idempotency.claims */
-	Oid			claims_pkey;	/* its unique index on (key, ns) */
 	Oid			namespaces;		/* idempotency.namespaces */
+	Oid			namespaces_name;	/* its index on name */
+	Oid			namespace_seq;	/* the sequence of namespace ids */
 	Oid			machines;		/* idempotency.machines */
 	Oid			bindings;		/* idempotency.machine_bindings */
 	Oid			requests;		/* idempotency.requests */
 	Oid			tokens;			/* idempotency.tokens */
 } IdemCatalog;
-
-/* Column numbers of idempotency.claims */
-#define Anum_claims_claimed_at	1
-#define Anum_claims_ns			2
-#define Anum_claims_key			3
-#define Anum_claims_fingerprint 4
-#define Natts_claims			4
 
 /* State saved while running SPI as the owner of an internal table */
 typedef struct IdemOwnerScope
@@ -51,7 +45,6 @@ extern void IdemOwnerScopeEnd(IdemOwnerScope *scope);
 extern int	IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
 						   const char *nulls, bool read_only, long tcount);
 extern bool IdemExtensionPresent(void);
-extern IndexInfo *IdemClaimsIndexInfo(void);
 extern void IdemCheckClaimsPrivilege(AclMode mode);
 extern void IdemCheckTablePrivilege(Oid relid, const char *table, AclMode mode,
 									const char *action);

@@ -68,7 +68,7 @@ IdemClaimOne(FunctionCallInfo fcinfo, bool nowait, const char *funcname)
 		fingerprint = PG_GETARG_TEXT_PP(2);
 
 	IdemClaimCachePrefetch(ns.id, &key.hdr);
-	IdemStoreOpen(&store, RowExclusiveLock, false);
+	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
 	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, nowait);
 	IdemStoreClose(&store);
 	return outcome;
@@ -195,7 +195,7 @@ idem_claim_many(PG_FUNCTION_ARGS)
 		qsort(items, nelems, sizeof(IdemBatchItem), IdemBatchItemCompare);
 
 		(void) IdemNamespaceGet(nsname, true, &ns);
-		IdemStoreOpen(&store, RowExclusiveLock, nelems > 1);
+		IdemStoreOpen(&store, IDEM_OP_CLAIM, nelems > 1);
 		for (i = 0; i < nelems; i++)
 		{
 			/* the first of equal keys has the lowest input position */
@@ -240,7 +240,7 @@ idem_claimed(PG_FUNCTION_ARGS)
 
 	if (!IdemKeyArgs(fcinfo, NULL, ACL_SELECT, false, &key, &ns))
 		PG_RETURN_BOOL(false);
-	IdemStoreOpen(&store, AccessShareLock, false);
+	IdemStoreOpen(&store, IDEM_OP_CHECK, false);
 	result = IdemStoreIsClaimed(&store, &ns, &key.hdr);
 	IdemStoreClose(&store);
 	PG_RETURN_BOOL(result);
@@ -262,7 +262,7 @@ idem_release(PG_FUNCTION_ARGS)
 
 	if (!IdemKeyArgs(fcinfo, "idem_release()", ACL_DELETE, false, &key, &ns))
 		PG_RETURN_BOOL(false);
-	IdemStoreOpen(&store, RowExclusiveLock, false);
+	IdemStoreOpen(&store, IDEM_OP_RELEASE, false);
 	result = IdemStoreRelease(&store, &ns, &key.hdr);
 	IdemStoreClose(&store);
 	PG_RETURN_BOOL(result);

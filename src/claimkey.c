@@ -20,6 +20,7 @@
 
 #include "common/hashfn.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
 #include "claimkey.h"
@@ -193,6 +194,19 @@ Datum
 idem_key_text(PG_FUNCTION_ARGS)
 {
 	bytea	   *key = PG_GETARG_BYTEA_PP(0);
+	text	   *id = IdemDecodeKey(key);
+	const char *p = VARDATA_ANY(id);
+	int			len = VARSIZE_ANY_EXHDR(id);
 
-	PG_RETURN_TEXT_P(IdemDecodeKey(key));
+	/*
+	 * A key written by a claim always decodes to valid text, but anyone may
+	 * call this on any bytea: refuse what would not be text.
+	 */
+	if (len == 0 || memchr(p, '\0', len) != NULL ||
+		!pg_verifymbstr(p, len, true))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("invalid claim key"),
+				 errdetail("The bytes do not encode an event id in the database encoding.")));
+	PG_RETURN_TEXT_P(id);
 }

@@ -13,6 +13,7 @@
 #include "utils/relcache.h"
 
 #include "catalog.h"
+#include "claimrel.h"
 #include "namespace.h"
 
 /* What IdemStoreClaim decided */
@@ -29,15 +30,16 @@ typedef struct IdemStore
 {
 	IdemCatalog catalog;		/* OIDs of the internal relations */
 	Relation	heap;			/* idempotency.claims */
-	Relation	index;			/* idempotency.claims_pkey, or NULL until
-								 * first needed */
-	IndexInfo  *index_info;
+	IdemClaimRel *layout;		/* what the direct path knows of it */
+	Relation   *indexes;		/* its indexes, in layout order, each NULL
+								 * until first needed */
+	bool		all_indexes;	/* all of them are open */
 	LOCKMODE	lockmode;
 	BulkInsertState bistate;	/* for batches, else NULL */
 	TimestampTz now;			/* the transaction's now() */
 } IdemStore;
 
-extern void IdemStoreOpen(IdemStore *store, LOCKMODE lockmode, bool bulk);
+extern void IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk);
 extern void IdemStoreClose(IdemStore *store);
 extern IdemClaimOutcome IdemStoreClaim(IdemStore *store, IdemNamespace *ns,
 									   const bytea *key,

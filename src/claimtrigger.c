@@ -8,7 +8,8 @@
  * Arguments: the id column, the namespace (default 'default') and,
  * optionally, a fingerprint column.  Each row claims its id; a row whose id
  * is already claimed is silently skipped, so INSERT INTO inbox becomes
- * idempotent.  The id column may be of any type; its text form is the id.
+ * idempotent.  The id is the canonical text of the id column's value (see
+ * IdemTriggerValue); types without one are refused.
  */
 #include "postgres.h"
 
@@ -16,8 +17,14 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/acl.h"
+#include "common/shortest_dec.h"
 #include "utils/builtins.h"
+#include "utils/date.h"
+#include "utils/datetime.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
@@ -44,21 +51,120 @@ IdemTriggerColumn(Relation rel, const char *colname)
 	return attnum;
 }
 
-/* The text form of column attnum of tuple, or NULL */
+/*
+ * The canonical text of a timestamp (UTC when with_tz), in ISO form
+ * whatever DateStyle and TimeZone say.
+ */
 static text *
-IdemTriggerValue(Relation rel, HeapTuple tuple, int attnum)
+IdemCanonicalTimestamp(Timestamp ts, bool with_tz)
+{
+	struct pg_tm tm;
+	fsec_t		fsec;
+	char		buf[MAXDATELEN + 8];
+
+	if (TIMESTAMP_IS_NOBEGIN(ts))
+		return cstring_to_text("-infinity");
+	if (TIMESTAMP_IS_NOEND(ts))
+		return cstring_to_text("infinity");
+	if (timestamp2tm(ts, NULL, &tm, &fsec, NULL, NULL) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("timestamp out of range")));
+	EncodeDateTime(&tm, fsec, false, 0, NULL, USE_ISO_DATES, buf);
+	if (with_tz)
+		strcat(buf, "+00");
+	return cstring_to_text(buf);
+}
+
+/*
+ * The event id of a column value: its text form, made canonical where the
+ * output function's answer depends on session settings or on the value's
+ * written form, so that one value always gives one id:
+ *
+ *	 - text, varchar, char: the string itself;
+ *	 - integers, oid, uuid, boolean and enums: their output;
+ *	 - numeric: without trailing zeros (1.0 and 1.00 are the id "1");
+ *	 - real, double precision: the shortest text that reads back exactly;
+ *	 - timestamptz: ISO 8601 in UTC ("2026-12-01 09:00:00+00"), whatever
+ *	   the TimeZone; timestamp and date: ISO, whatever the DateStyle;
+ *	 - bytea: hex digits, whatever bytea_output.
+ *
+ * Any other type is refused as an id: its text form may vary (intervals,
+ * money, json, arrays), and a varying id would let a duplicate through.
+ * A fingerprint (is_id false) of such a type uses its output function.
+ */
+static text *
+IdemTriggerValue(Relation rel, HeapTuple tuple, int attnum, bool is_id)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
-	Oid			typid = TupleDescAttr(desc, attnum - 1)->atttypid;
+	Form_pg_attribute att = TupleDescAttr(desc, attnum - 1);
+	Oid			typid = getBaseType(att->atttypid);
 	bool		isnull;
 	Datum		value = heap_getattr(tuple, attnum, desc, &isnull);
 	Oid			outfunc;
 	bool		isvarlena;
+	char		buf[64];
 
 	if (isnull)
 		return NULL;
-	if (typid == TEXTOID || typid == VARCHAROID || typid == BPCHAROID)
-		return DatumGetTextPP(value);
+	switch (typid)
+	{
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			return DatumGetTextPP(value);
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case OIDOID:
+		case UUIDOID:
+		case BOOLOID:
+			break;
+		case NUMERICOID:
+			return cstring_to_text(numeric_normalize(DatumGetNumeric(value)));
+		case FLOAT4OID:
+			float_to_shortest_decimal_buf(DatumGetFloat4(value), buf);
+			return cstring_to_text(buf);
+		case FLOAT8OID:
+			double_to_shortest_decimal_buf(DatumGetFloat8(value), buf);
+			return cstring_to_text(buf);
+		case TIMESTAMPTZOID:
+			return IdemCanonicalTimestamp(DatumGetTimestampTz(value), true);
+		case TIMESTAMPOID:
+			return IdemCanonicalTimestamp(DatumGetTimestamp(value), false);
+		case DATEOID:
+			{
+				DateADT		d = DatumGetDateADT(value);
+				struct pg_tm tm;
+
+				if (DATE_IS_NOBEGIN(d))
+					return cstring_to_text("-infinity");
+				if (DATE_IS_NOEND(d))
+					return cstring_to_text("infinity");
+				j2date(d + POSTGRES_EPOCH_JDATE, &tm.tm_year, &tm.tm_mon, &tm.tm_mday);
+				EncodeDateOnly(&tm, USE_ISO_DATES, buf);
+				return cstring_to_text(buf);
+			}
+		case BYTEAOID:
+			{
+				bytea	   *b = DatumGetByteaPP(value);
+				int			len = VARSIZE_ANY_EXHDR(b);
+				char	   *hex = palloc(len * 2 + 1);
+
+				hex[hex_encode(VARDATA_ANY(b), len, hex)] = '\0';
+				return cstring_to_text(hex);
+			}
+		default:
+			if (!is_id || type_is_enum(typid))
+				break;		/* a fingerprint only needs to be stable */
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of type %s cannot hold event ids",
+							NameStr(att->attname), format_type_be(att->atttypid)),
+					 errdetail("The text form of a %s value can change with session settings or the way it was written, so one event could get two ids.",
+							   format_type_be(typid)),
+					 errhint("Use a text, integer, numeric, uuid, date or timestamp column, or a generated text column.")));
+	}
 	getTypeOutputInfo(typid, &outfunc, &isvarlena);
 	return cstring_to_text(OidOutputFunctionCall(outfunc, value));
 }
@@ -105,7 +211,7 @@ idem_claim_trigger(PG_FUNCTION_ARGS)
 				 errdetail("Trigger \"%s\" gives %d.", trigger->tgname, trigger->tgnargs),
 				 errhint("The arguments are the event id column, the namespace and an optional fingerprint column.")));
 
-	id = IdemTriggerValue(rel, tuple, IdemTriggerColumn(rel, trigger->tgargs[0]));
+	id = IdemTriggerValue(rel, tuple, IdemTriggerColumn(rel, trigger->tgargs[0]), true);
 	if (id == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -115,7 +221,7 @@ idem_claim_trigger(PG_FUNCTION_ARGS)
 	nsname = cstring_to_text(trigger->tgnargs >= 2 ? trigger->tgargs[1] : "default");
 	if (trigger->tgnargs == 3)
 		fingerprint = IdemTriggerValue(rel, tuple,
-									   IdemTriggerColumn(rel, trigger->tgargs[2]));
+									   IdemTriggerColumn(rel, trigger->tgargs[2]), false);
 
 	IdemEncodeKey(id, &key);
 	IdemValidateNamespace(nsname);
@@ -123,7 +229,7 @@ idem_claim_trigger(PG_FUNCTION_ARGS)
 	IdemCheckClaimsPrivilege(ACL_INSERT);
 
 	(void) IdemNamespaceGet(nsname, true, &ns);
-	IdemStoreOpen(&store, RowExclusiveLock, false);
+	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
 	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, false);
 	IdemStoreClose(&store);
 

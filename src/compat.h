@@ -11,6 +11,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "access/tupdesc.h"
+#include "executor/executor.h"
 #include "utils/rel.h"
 #include "utils/tuplestore.h"
 
@@ -56,6 +57,23 @@ typedef RelFileLocator IdemRelFile;
 typedef RelFileNode IdemRelFile;
 #define IdemRelFileOf(rel)			((rel)->rd_node)
 #define IdemRelFileNumber(rel)		((rel)->rd_node.relNode)
+#endif
+
+/*
+ * ExecInsertIndexTuples for a speculative insertion into resultRelInfo
+ * (noDupErr, every unique index an arbiter).  PostgreSQL 14 took the
+ * result relation as an argument, 16 added onlySummarizing.
+ */
+#if PG_VERSION_NUM >= 160000
+#define IdemExecInsertIndexTuples(rri, slot, estate, conflict) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), NIL, false)
+#elif PG_VERSION_NUM >= 140000
+#define IdemExecInsertIndexTuples(rri, slot, estate, conflict) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), NIL)
+#else
+#define IdemExecInsertIndexTuples(rri, slot, estate, conflict) \
+	((estate)->es_result_relation_info = (rri), \
+	 ExecInsertIndexTuples((slot), (estate), true, (conflict), NIL))
 #endif
 
 #endif							/* IDEM_COMPAT_H */

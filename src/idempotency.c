@@ -15,6 +15,8 @@
 #include "utils/guc.h"
 
 #include "claimcache.h"
+#include "claimrel.h"
+#include "inval.h"
 #include "idempotency.h"
 #include "spectoken.h"
 
@@ -26,7 +28,9 @@ void		_PG_init(void);
 void
 _PG_init(void)
 {
+	IdemInvalInit();
 	IdemCatalogInit();
+	IdemClaimRelInit();
 	IdemClaimCacheInit();
 	IdemSpecTokenInit();
 	IdemNamespaceInit();

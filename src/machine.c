@@ -32,6 +32,7 @@
 #include "utils/memutils.h"
 
 #include "catalog.h"
+#include "inval.h"
 #include "machine.h"
 
 PG_FUNCTION_INFO_V1(idem_machine_define);
@@ -45,8 +46,7 @@ typedef struct IdemMachineEntry
 	IdemMachine *machine;
 } IdemMachineEntry;
 
-static MemoryContext idem_machine_cxt = NULL;	/* current generation */
-static List *idem_machine_graveyard = NIL;	/* invalidated generations */
+static IdemGenCache idem_machine_gen = IDEM_GEN_CACHE_INIT("idempotency machines");
 static HTAB *idem_machine_cache = NULL;
 static IdemMachine *idem_machine_last = NULL;
 static Oid	idem_machine_relid = InvalidOid;
@@ -62,52 +62,28 @@ IdemCasOutcomeName(IdemCasOutcome outcome)
 	return idem_cas_outcome_names[outcome];
 }
 
-/* Forget the current generation; free it at transaction end */
+/* Forget the compiled machines; their memory goes at transaction end */
 static void
 IdemMachineCacheReset(void)
 {
-	if (idem_machine_cxt != NULL)
-	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-
-		idem_machine_graveyard = lappend(idem_machine_graveyard, idem_machine_cxt);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	idem_machine_cxt = NULL;
+	IdemGenCacheRetire(&idem_machine_gen);
 	idem_machine_cache = NULL;
 	idem_machine_last = NULL;
 }
 
-/* Free invalidated generations once no caller can hold them */
-static void
-IdemMachineXactCallback(XactEvent event, void *arg pg_attribute_unused())
-{
-	ListCell   *lc;
-
-	if (idem_machine_graveyard == NIL ||
-		(event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
-		 event != XACT_EVENT_PREPARE))
-		return;
-	foreach(lc, idem_machine_graveyard)
-		MemoryContextDelete((MemoryContext) lfirst(lc));
-	list_free(idem_machine_graveyard);
-	idem_machine_graveyard = NIL;
-}
-
 /* idempotency.machines changed: drop the compiled machines */
 static void
-IdemMachineRelcacheCallback(Datum arg pg_attribute_unused(), Oid relid)
+IdemMachineInvalidate(Oid relid)
 {
 	if (relid == InvalidOid || relid == idem_machine_relid)
 		IdemMachineCacheReset();
 }
 
-/* Register callbacks; called from _PG_init */
+/* Register the invalidation handler; called from _PG_init */
 void
 IdemMachineInit(void)
 {
-	CacheRegisterRelcacheCallback(IdemMachineRelcacheCallback, (Datum) 0);
-	RegisterXactCallback(IdemMachineXactCallback, NULL);
+	IdemInvalOnRelcache(IdemMachineInvalidate);
 }
 
 /* Number of the state called name, or -1 */
@@ -364,23 +340,22 @@ IdemMachineGet(const char *name, int len)
 				 errmsg("state machine \"%s\" does not exist", key),
 				 errhint("Define it with idem_machine_define().")));
 
-	if (idem_machine_cxt == NULL)
+	if (idem_machine_cache == NULL)
 	{
 		HASHCTL		ctl;
 
-		idem_machine_cxt = AllocSetContextCreate(CacheMemoryContext,
-												 "idempotency machines",
-												 ALLOCSET_SMALL_SIZES);
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = IDEM_MAX_MACHINE_NAME_BYTES + 1;
 		ctl.entrysize = sizeof(IdemMachineEntry);
-		ctl.hcxt = idem_machine_cxt;
+		ctl.hcxt = IdemGenCacheContext(&idem_machine_gen);
 		idem_machine_cache = hash_create("idempotency machines", 16, &ctl,
 										 HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	}
-	oldcxt = MemoryContextSwitchTo(idem_machine_cxt);
+	oldcxt = MemoryContextSwitchTo(IdemGenCacheContext(&idem_machine_gen));
 	m = IdemMachineCompile(key, transitions);
 	MemoryContextSwitchTo(oldcxt);
+	if (IsInParallelMode())
+		IdemGenCacheRetireAtEnd(&idem_machine_gen);	/* read under the query's snapshot */
 
 	entry = hash_search(idem_machine_cache, key, HASH_ENTER, &found);
 	entry->machine = m;

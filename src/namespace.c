@@ -20,7 +20,15 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "commands/sequence.h"
+#include "common/hashfn.h"
+#include "storage/lmgr.h"
+#include "utils/fmgroids.h"
+#include "utils/snapmgr.h"
 #include "catalog/pg_type_d.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -38,6 +46,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "inval.h"
 #include "namespace.h"
 #include "stats.h"
 
@@ -94,11 +103,12 @@ IdemNamespaceXactCallback(XactEvent event, void *arg pg_attribute_unused())
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_PREPARE:
 			IdemNamespaceSettleTentative(true);
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			/* a prepared transaction's rows are not committed yet */
 			IdemNamespaceSettleTentative(false);
 			break;
 		default:
@@ -119,7 +129,7 @@ IdemNamespaceSubXactCallback(SubXactEvent event,
 
 /* Another backend, or a hand-made edit, changed idempotency.namespaces */
 static void
-IdemNamespaceRelcacheCallback(Datum arg pg_attribute_unused(), Oid relid)
+IdemNamespaceInvalidate(Oid relid)
 {
 	if (relid == InvalidOid || relid == idem_ns_relid)
 		IdemNamespaceCacheReset();
@@ -136,13 +146,13 @@ IdemNamespaceInit(void)
 							7 * SECS_PER_DAY,
 							1,
 							INT_MAX,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	RegisterXactCallback(IdemNamespaceXactCallback, NULL);
 	RegisterSubXactCallback(IdemNamespaceSubXactCallback, NULL);
-	CacheRegisterRelcacheCallback(IdemNamespaceRelcacheCallback, (Datum) 0);
+	IdemInvalOnRelcache(IdemNamespaceInvalidate);
 }
 
 /* Check a namespace name: present, not empty, within the bound */
@@ -163,17 +173,24 @@ IdemValidateNamespace(const text *name)
 						   len, IDEM_MAX_NAMESPACE_BYTES)));
 }
 
-/* Check a TTL: strictly positive and at most IDEM_MAX_TTL_YEARS */
+/*
+ * Check a TTL: greater than zero on every date, and at most
+ * IDEM_MAX_TTL_YEARS.  Expiry adds the TTL in UTC (IdemNamespaceExpiry),
+ * where a day is 24 hours but a month 28 to 31 days, so a TTL such as
+ * '1 mon -29 days' would be a day in March and nothing in February: each
+ * month counts as 28 days if it adds, 31 if it subtracts.
+ */
 void
 IdemValidateTtl(const Interval *ttl)
 {
 	Interval	zero;
 	Interval	max;
+	int64		shortest;
 
-	memset(&zero, 0, sizeof(zero));
 	memset(&max, 0, sizeof(max));
 	max.month = IDEM_MAX_TTL_YEARS * MONTHS_PER_YEAR;
 
+	memset(&zero, 0, sizeof(zero));
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
 										  IntervalPGetDatum(ttl),
 										  IntervalPGetDatum(&zero))) <= 0)
@@ -183,6 +200,16 @@ IdemValidateTtl(const Interval *ttl)
 				 errdetail("The ttl given was %s.",
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(ttl))))));
+	shortest = (int64) ttl->month * (ttl->month >= 0 ? 28 : 31) * USECS_PER_DAY +
+		(int64) ttl->day * USECS_PER_DAY + ttl->time;
+	if (shortest <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must be greater than zero on every date"),
+				 errdetail("The ttl given was %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(ttl)))),
+				 errhint("A month counts as 28 days when it adds to a ttl and as 31 when it subtracts.")));
 	if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
 										  IntervalPGetDatum(ttl),
 										  IntervalPGetDatum(&max))) > 0)
@@ -241,7 +268,8 @@ IdemNamespaceLoadAll(int *count)
 	uint64		i;
 
 	IdemOwnerScopeBegin(&scope, cat.namespaces);
-	if (IdemSpiExecute("SELECT id, ttl FROM idempotency.namespaces ORDER BY id",
+	if (IdemSpiExecute("SELECT DISTINCT ON (id) id, ttl FROM idempotency.namespaces"
+					   " ORDER BY id, defined_at DESC",
 					   0, NULL, NULL, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read idempotency.namespaces");
 	all = MemoryContextAllocZero(cxt, sizeof(IdemNamespace) * Max(SPI_processed, 1));
@@ -252,63 +280,186 @@ IdemNamespaceLoadAll(int *count)
 	return all;
 }
 
-/*
- * Read a namespace row, creating it first if asked to.  Returns false if it
- * does not exist and create is false.
- */
-static bool
-IdemNamespaceLoad(Oid relid, const char *name, bool create,
-				  IdemNamespace *entry)
+/* What a scan of the rows of one namespace found */
+typedef struct IdemNamespaceRow
 {
-	static const char *select_sql =
-		"SELECT id, ttl FROM idempotency.namespaces"
-		" WHERE name OPERATOR(pg_catalog.=) $1";
-	static const char *insert_sql =
-		"INSERT INTO idempotency.namespaces (name, ttl)"
-		" VALUES ($1, pg_catalog.justify_hours(pg_catalog.make_interval(secs => $2)))"
-		" ON CONFLICT (name) DO NOTHING RETURNING id, ttl";
-	IdemOwnerScope scope;
-	Oid			argtypes[2] = {TEXTOID, FLOAT8OID};
-	Datum		args[2];
-	bool		found;
-	int			attempt;
+	bool		found;			/* a row visible to the scan */
+	bool		ours;			/* the row chosen was written by us */
+	int32		id;
+	Interval	ttl;
+	TimestampTz created_at;
+	TimestampTz defined_at;
+} IdemNamespaceRow;
 
-	args[0] = CStringGetTextDatum(name);
-	args[1] = Float8GetDatum((double) idem_default_ttl);
+/*
+ * Read the rows of namespace name under snapshot.  Every row of a name has
+ * the same id (see the file header); the TTL is the one of the row defined
+ * last.
+ */
+static void
+IdemNamespaceScan(const IdemCatalog *cat, const char *name, Snapshot snapshot,
+				  IdemNamespaceRow *row)
+{
+	Relation	rel = table_open(cat->namespaces, AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			att_id = SPI_fnumber(desc, "id");
+	int			att_ttl = SPI_fnumber(desc, "ttl");
+	int			att_created = SPI_fnumber(desc, "created_at");
+	int			att_defined = SPI_fnumber(desc, "defined_at");
+	ScanKeyData skey;
+	SysScanDesc scan;
+	HeapTuple	tuple;
 
-	IdemOwnerScopeBegin(&scope, relid);
-	for (attempt = 0;; attempt++)
+	memset(row, 0, sizeof(*row));
+	if (att_id <= 0 || att_ttl <= 0 || att_created <= 0 || att_defined <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idempotency.namespaces is missing a column"),
+				 errhint("Re-create the extension with DROP EXTENSION idempotency; CREATE EXTENSION idempotency.")));
+	/* systable_beginscan takes heap attribute numbers */
+	ScanKeyInit(&skey, SPI_fnumber(desc, "name"), BTEqualStrategyNumber,
+				F_TEXTEQ, CStringGetTextDatum(name));
+	scan = systable_beginscan(rel, cat->namespaces_name, true, snapshot, 1, &skey);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
 	{
-		if (IdemSpiExecute(select_sql, 1, argtypes, args, NULL,
-								  false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "could not read idempotency.namespaces");
-		found = (SPI_processed == 1);
-		if (found || !create || attempt > 0)
-			break;
+		bool		isnull;
+		TimestampTz defined_at;
 
-		/*
-		 * Create it.  A concurrent creator makes us wait, as any unique key
-		 * does; if it commits first we read its row on the next round.
-		 */
-		if (IdemSpiExecute(insert_sql, 2, argtypes, args, NULL,
-								  false, 1) != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "could not create namespace \"%s\"", name);
-		if (SPI_processed == 1)
+		defined_at = DatumGetTimestampTz(heap_getattr(tuple, att_defined, desc, &isnull));
+		if (row->found && defined_at < row->defined_at)
+			continue;
+		row->found = true;
+		row->ours = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
+		row->id = DatumGetInt32(heap_getattr(tuple, att_id, desc, &isnull));
+		row->ttl = *DatumGetIntervalP(heap_getattr(tuple, att_ttl, desc, &isnull));
+		row->created_at = DatumGetTimestampTz(heap_getattr(tuple, att_created, desc, &isnull));
+		row->defined_at = defined_at;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+}
+
+/*
+ * Take the lock that serialises writers of namespace name's rows (first
+ * users and idem_namespace_define), so that each writer sees every row
+ * written before, in flight or not.  Only writers of the same name meet on
+ * it, and only for a scan and an insert: it is never held while waiting
+ * for anything else.
+ */
+static void
+IdemNamespaceLockName(const char *name, bool acquire)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
+						 hash_bytes((const unsigned char *) name, strlen(name)),
+						 0, IDEM_NAMESPACE_LOCK_FIELD4);
+	if (acquire)
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	else
+		LockRelease(&tag, ExclusiveLock, false);
+}
+
+/*
+ * Write a row of namespace name, as the table's owner: a copy of row if it
+ * was found, else a new namespace with a new id and ttl (NULL for the
+ * default TTL).  With define, the row is defined now and older rows of the
+ * name that we can see are deleted.  Fills row with what was written.
+ */
+static void
+IdemNamespaceWrite(const IdemCatalog *cat, const char *name, const Interval *ttl,
+				   bool define, IdemNamespaceRow *row)
+{
+	static const char *insert_sql =
+		"INSERT INTO idempotency.namespaces (id, name, ttl, created_at, defined_at)"
+		" VALUES ($1, $2, $3, $4, $5)";
+	static const char *delete_sql =
+		"DELETE FROM idempotency.namespaces"
+		" WHERE name OPERATOR(pg_catalog.=) $1 AND defined_at OPERATOR(pg_catalog.<) $2";
+	IdemOwnerScope scope;
+	Oid			argtypes[5] = {INT4OID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum		args[5];
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (!row->found)
+	{
+		/* the caller's claim privilege is checked already */
+		row->id = (int32) nextval_internal(cat->namespace_seq, false);
+		row->created_at = now;
+		row->defined_at = now;
+		if (ttl == NULL)
 		{
-			found = true;
-			break;
+			memset(&row->ttl, 0, sizeof(row->ttl));
+			row->ttl.time = (int64) idem_default_ttl * USECS_PER_SEC;
+			row->ttl = *DatumGetIntervalP(DirectFunctionCall1(interval_justify_hours,
+															  IntervalPGetDatum(&row->ttl)));
 		}
 	}
-	if (found)
-		IdemNamespaceFromSpi(entry, 0);
-	IdemOwnerScopeEnd(&scope);
+	if (ttl != NULL)
+		row->ttl = *ttl;
+	if (define)
+		row->defined_at = Max(now, row->defined_at + 1);
+	row->found = true;
+	row->ours = true;
 
-	if (create && !found)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("could not create namespace \"%s\"", name),
-				 errdetail("A concurrent transaction created it, and this transaction's snapshot cannot see it.")));
-	return found;
+	args[0] = Int32GetDatum(row->id);
+	args[1] = CStringGetTextDatum(name);
+	args[2] = IntervalPGetDatum(&row->ttl);
+	args[3] = TimestampTzGetDatum(row->created_at);
+	args[4] = TimestampTzGetDatum(row->defined_at);
+	IdemOwnerScopeBegin(&scope, cat->namespaces);
+	if (IdemSpiExecute(insert_sql, 5, argtypes, args, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not create namespace \"%s\"", name);
+	if (define)
+	{
+		Oid			deltypes[2] = {TEXTOID, TIMESTAMPTZOID};
+		Datum		delargs[2] = {args[1], args[4]};
+
+		if (IdemSpiExecute(delete_sql, 2, deltypes, delargs, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not define namespace \"%s\"", name);
+	}
+	IdemOwnerScopeEnd(&scope);
+}
+
+/*
+ * Find namespace name, creating it first if asked to.  Returns false if it
+ * does not exist and create is false.  *tentative is set when the row
+ * found is not (yet) committed by anyone: ours, or adopted from a
+ * transaction in flight.
+ *
+ * Lookups read committed rows and our own, whenever committed (like a
+ * catalog lookup), so they never depend on the transaction's snapshot and
+ * work in parallel mode.  A first use writes a row in the caller's
+ * transaction, adopting the id of a row another transaction has in flight
+ * rather than waiting for it: each transaction that claims in a namespace
+ * then commits a row that maps the name to the id, and nobody waits.
+ */
+static bool
+IdemNamespaceLoad(const IdemCatalog *cat, const char *name, bool create,
+				  IdemNamespace *entry, bool *tentative)
+{
+	IdemNamespaceRow row;
+
+	IdemNamespaceScan(cat, name, SnapshotSelf, &row);
+	if (!row.found && create)
+	{
+		SnapshotData dirty;
+
+		InitDirtySnapshot(dirty);
+		IdemNamespaceLockName(name, true);
+		IdemNamespaceScan(cat, name, &dirty, &row);
+		if (!row.found || !row.ours)
+			IdemNamespaceWrite(cat, name, NULL, false, &row);
+		IdemNamespaceLockName(name, false);
+	}
+	if (!row.found)
+		return false;
+	entry->id = row.id;
+	entry->ttl = row.ttl;
+	entry->ttl_is_exact = (row.ttl.month == 0);
+	entry->ttl_usecs = row.ttl.day * USECS_PER_DAY + row.ttl.time;
+	*tentative = row.ours;
+	return true;
 }
 
 /*
@@ -329,6 +480,7 @@ IdemNamespaceGet(const text *name, bool create, IdemNamespace *out)
 	IdemNamespace loaded;
 	IdemCatalog cat;
 	bool		found;
+	bool		tentative;
 
 	IdemValidateNamespace(name);
 
@@ -368,7 +520,7 @@ IdemNamespaceGet(const text *name, bool create, IdemNamespace *out)
 	cat = IdemGetCatalog();
 	idem_ns_relid = cat.namespaces;
 	memset(&loaded, 0, sizeof(loaded));
-	if (!IdemNamespaceLoad(cat.namespaces, key, create, &loaded))
+	if (!IdemNamespaceLoad(&cat, key, create, &loaded, &tentative))
 		return false;
 
 	/* SPI may have processed invalidations that destroyed the cache */
@@ -380,9 +532,9 @@ IdemNamespaceGet(const text *name, bool create, IdemNamespace *out)
 	entry->ttl = loaded.ttl;
 	entry->ttl_is_exact = loaded.ttl_is_exact;
 	entry->ttl_usecs = loaded.ttl_usecs;
-	entry->tentative = true;
-	entry->stats = IdemStatsLookup(MyDatabaseId, loaded.id);
-	idem_ns_have_tentative = true;
+	entry->tentative = tentative;
+	entry->stats = IdemStatsLookup(MyDatabaseId, cat.namespaces, loaded.id);
+	idem_ns_have_tentative |= tentative;
 	idem_ns_last = entry;
 	*out = *entry;
 	return true;
@@ -397,40 +549,24 @@ IdemNamespaceGet(const text *name, bool create, IdemNamespace *out)
 Datum
 idem_namespace_define(PG_FUNCTION_ARGS)
 {
-	static const char *upsert_sql =
-		"INSERT INTO idempotency.namespaces (name, ttl) VALUES ($1, $2)"
-		" ON CONFLICT (name) DO UPDATE SET ttl = EXCLUDED.ttl";
-	text	   *name;
-	Interval   *ttl;
+	text	   *name = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "namespace"));
+	Interval   *ttl = DatumGetIntervalP(IdemArgNotNull(fcinfo, 1, "ttl"));
+	char	   *cname;
 	IdemCatalog cat;
-	IdemOwnerScope scope;
-	Oid			argtypes[2] = {TEXTOID, INTERVALOID};
-	Datum		args[2];
-
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("namespace must not be null")));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("ttl must not be null")));
-	name = PG_GETARG_TEXT_PP(0);
-	ttl = PG_GETARG_INTERVAL_P(1);
+	IdemNamespaceRow row;
+	SnapshotData dirty;
 
 	IdemValidateNamespace(name);
 	IdemValidateTtl(ttl);
-	PreventCommandIfReadOnly("idem_namespace_define()");
+	IdemCheckWritable("idem_namespace_define()");
+	cname = text_to_cstring(name);
 
 	cat = IdemGetCatalog();
-	args[0] = PointerGetDatum(name);
-	args[1] = IntervalPGetDatum(ttl);
-
-	IdemOwnerScopeBegin(&scope, cat.namespaces);
-	if (IdemSpiExecute(upsert_sql, 2, argtypes, args, NULL,
-							  false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not define namespace");
-	IdemOwnerScopeEnd(&scope);
+	InitDirtySnapshot(dirty);
+	IdemNamespaceLockName(cname, true);
+	IdemNamespaceScan(&cat, cname, &dirty, &row);
+	IdemNamespaceWrite(&cat, cname, ttl, true, &row);
+	IdemNamespaceLockName(cname, false);
 
 	/* The statement trigger told other backends; forget our own copy */
 	IdemNamespaceCacheReset();

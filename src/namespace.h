@@ -25,6 +25,9 @@ typedef struct IdemNamespace
 	struct IdemStatsEntry *stats;	/* shared counters, or NULL */
 } IdemNamespace;
 
+/* Advisory lock field4 of the per-name namespace lock (keyed locks use 478) */
+#define IDEM_NAMESPACE_LOCK_FIELD4	479
+
 /* GUC: TTL in seconds of a namespace created on first use */
 extern int	idem_default_ttl;
 

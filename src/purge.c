@@ -228,7 +228,7 @@ IdemPurgeCountNamespaces(Datum nsarray)
 	{
 		if (i < n && ns[i] == ns[start])
 			continue;
-		IdemStatsAdd(IdemStatsLookup(MyDatabaseId, ns[start]), IDEM_STAT_PURGED, i - start);
+		IdemStatsAdd(IdemStatsLookup(MyDatabaseId, IdemGetCatalog().namespaces, ns[start]), IDEM_STAT_PURGED, i - start);
 		start = i;
 	}
 	pfree(ns);
@@ -252,12 +252,12 @@ IdemPurgeClaimsBatch(int batch, ItemPointer cursor, bool *more)
 
 	nss = IdemNamespaceLoadAll(&nns);
 	counts = palloc0(sizeof(int64) * Max(nns, 1));
-	IdemStoreOpen(&store, RowExclusiveLock, false);
+	IdemStoreOpen(&store, IDEM_OP_PURGE, false);
 	deleted = IdemStorePurgeBatch(&store, nss, nns, counts, batch, cursor, more);
 	IdemStoreClose(&store);
 	for (int i = 0; i < nns; i++)
 		if (counts[i] > 0)
-			IdemStatsAdd(IdemStatsLookup(MyDatabaseId, nss[i].id), IDEM_STAT_PURGED,
+			IdemStatsAdd(IdemStatsLookup(MyDatabaseId, IdemGetCatalog().namespaces, nss[i].id), IDEM_STAT_PURGED,
 						 counts[i]);
 	pfree(counts);
 	pfree(nss);

@@ -16,11 +16,12 @@
  * token.  The token encodes the slot (the inserter's pgprocno), tagged with
  * the top bit.
  *
- * This is safe because the holder never waits for anything while holding
- * its token: between heap_insert and confirming or super-deleting the tuple
- * it only inserts an index entry with UNIQUE_CHECK_PARTIAL, which does not
- * wait for other transactions.  So a waiter cannot take part in a deadlock,
- * and the wait lasts microseconds.  If the holder errors out, the
+ * This is safe because the holder never waits for a transaction while
+ * holding its token: between heap_insert and confirming or super-deleting
+ * the tuple it only inserts index entries, unique ones with
+ * UNIQUE_CHECK_PARTIAL, which does not wait.  So a waiter cannot take part
+ * in a deadlock, and the wait lasts microseconds.  It still honours
+ * lock_timeout, statement_timeout and cancels, as every wait should.  If the holder errors out, the
  * (sub)transaction abort callbacks clear the slot.
  *
  * Without shared memory (no shared_preload_libraries), or before
@@ -40,6 +41,7 @@
 #include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/timeout.h"
 #include "utils/wait_event.h"
 
 #include "spectoken.h"
@@ -198,8 +200,18 @@ IdemSpecTokenWait(TransactionId xid, uint32 token)
 	slot = &idem_spec_slots[procno];
 	if (pg_atomic_read_u32(&slot->token) != token)
 		return;
+
+	/*
+	 * Honour lock_timeout as a lock wait would: its timeout interrupts the
+	 * sleep and ProcessInterrupts reports it.  statement_timeout and
+	 * cancels interrupt the sleep by themselves.
+	 */
+	if (LockTimeout > 0)
+		enable_timeout_after(LOCK_TIMEOUT, LockTimeout);
 	ConditionVariablePrepareToSleep(&slot->cv);
 	while (pg_atomic_read_u32(&slot->token) == token)
 		ConditionVariableSleep(&slot->cv, PG_WAIT_EXTENSION);
 	ConditionVariableCancelSleep();
+	if (LockTimeout > 0)
+		disable_timeout(LOCK_TIMEOUT, false);
 }

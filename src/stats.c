@@ -20,6 +20,7 @@
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 
+#include "catalog.h"
 #include "compat.h"
 #include "idempotency.h"
 #include "shmem.h"
@@ -39,7 +40,7 @@ IdemStatsDefineGucs(void)
 {
 	DefineCustomIntVariable("idempotency.stats_max_namespaces",
 							"Number of namespaces whose statistics are kept in shared memory.",
-							"Namespaces beyond this number are not counted in idem_stats.",
+							"A hard limit: namespaces beyond it are not counted in idem_stats, and a warning says so.",
 							&idem_stats_max,
 							1000,
 							16,
@@ -71,11 +72,32 @@ IdemStatsShmemInit(void)
 }
 
 /*
+ * Remove the entries of database dbid left by an earlier installation of
+ * the extension (another namespaces table than relid).  Caller holds the
+ * lock exclusively.
+ */
+static void
+IdemStatsForgetStale(Oid dbid, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	IdemStatsEntry *entry;
+
+	hash_seq_init(&status, idem_stats_hash);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (entry->key.dbid == dbid && entry->key.relid != relid)
+			(void) hash_search(idem_stats_hash, &entry->key, HASH_REMOVE, NULL);
+	}
+}
+
+/*
  * Find or create the counters of a namespace.  Returns NULL when shared
- * memory is unavailable or the table is full.
+ * memory is unavailable or idempotency.stats_max_namespaces namespaces are
+ * counted already, which is a hard limit: entries of earlier installations
+ * of the extension in this database are dropped to make room first.
  */
 IdemStatsEntry *
-IdemStatsLookup(Oid dbid, int32 nsid)
+IdemStatsLookup(Oid dbid, Oid relid, int32 nsid)
 {
 	IdemStatsKey key;
 	IdemStatsEntry *entry;
@@ -87,6 +109,7 @@ IdemStatsLookup(Oid dbid, int32 nsid)
 
 	memset(&key, 0, sizeof(key));
 	key.dbid = dbid;
+	key.relid = relid;
 	key.nsid = nsid;
 
 	LWLockAcquire(idem_shared->lock, LW_SHARED);
@@ -96,11 +119,17 @@ IdemStatsLookup(Oid dbid, int32 nsid)
 		return entry;
 
 	LWLockAcquire(idem_shared->lock, LW_EXCLUSIVE);
-	entry = hash_search(idem_stats_hash, &key, HASH_ENTER_NULL, &found);
-	if (entry != NULL && !found)
+	entry = hash_search(idem_stats_hash, &key, HASH_FIND, NULL);
+	if (entry == NULL && hash_get_num_entries(idem_stats_hash) >= idem_stats_max)
+		IdemStatsForgetStale(dbid, relid);
+	if (entry == NULL && hash_get_num_entries(idem_stats_hash) < idem_stats_max)
 	{
-		for (i = 0; i < IDEM_STAT_NCOUNTERS; i++)
-			pg_atomic_init_u64(&entry->counters[i], 0);
+		entry = hash_search(idem_stats_hash, &key, HASH_ENTER_NULL, &found);
+		if (entry != NULL && !found)
+		{
+			for (i = 0; i < IDEM_STAT_NCOUNTERS; i++)
+				pg_atomic_init_u64(&entry->counters[i], 0);
+		}
 	}
 	LWLockRelease(idem_shared->lock);
 
@@ -108,9 +137,10 @@ IdemStatsLookup(Oid dbid, int32 nsid)
 	{
 		idem_stats_full_warned = true;
 		ereport(WARNING,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("idempotency statistics are full"),
-				 errdetail("No more than %d namespaces can be counted.", idem_stats_max),
+				 errdetail("idempotency.stats_max_namespaces is %d; namespace id %d of this database is not counted in idem_stats.",
+						   idem_stats_max, nsid),
 				 errhint("Raise idempotency.stats_max_namespaces and restart the server.")));
 	}
 	return entry;
@@ -128,6 +158,7 @@ idem_stats_read(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	HASH_SEQ_STATUS status;
 	IdemStatsEntry *entry;
+	Oid			relid = IdemGetCatalog().namespaces;
 
 	IdemInitMaterializedSRF(fcinfo);
 
@@ -147,7 +178,7 @@ idem_stats_read(PG_FUNCTION_ARGS)
 		bool		nulls[IDEM_STAT_NCOUNTERS + 1];
 		int			i;
 
-		if (entry->key.dbid != MyDatabaseId)
+		if (entry->key.dbid != MyDatabaseId || entry->key.relid != relid)
 			continue;
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = Int32GetDatum(entry->key.nsid);
@@ -169,6 +200,7 @@ idem_stats_reset(PG_FUNCTION_ARGS)
 {
 	HASH_SEQ_STATUS status;
 	IdemStatsEntry *entry;
+	Oid			relid;
 
 	if (!IdemShmemReady())
 		ereport(ERROR,
@@ -176,7 +208,9 @@ idem_stats_reset(PG_FUNCTION_ARGS)
 				 errmsg("idempotency statistics are not available"),
 				 errhint("Add idempotency to shared_preload_libraries and restart the server.")));
 
-	LWLockAcquire(idem_shared->lock, LW_SHARED);
+	relid = IdemGetCatalog().namespaces;
+	LWLockAcquire(idem_shared->lock, LW_EXCLUSIVE);
+	IdemStatsForgetStale(MyDatabaseId, relid);
 	hash_seq_init(&status, idem_stats_hash);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{

@@ -23,10 +23,15 @@ typedef enum IdemStatCounter
 	IDEM_STAT_NCOUNTERS
 } IdemStatCounter;
 
-/* Key of a stats entry: one per namespace per database */
+/*
+ * Key of a stats entry: one per namespace per installation of the
+ * extension in a database.  The namespaces table's OID tells installations
+ * apart, since namespace ids start again when the extension is re-created.
+ */
 typedef struct IdemStatsKey
 {
 	Oid			dbid;
+	Oid			relid;			/* idempotency.namespaces */
 	int32		nsid;
 } IdemStatsKey;
 
@@ -58,6 +63,6 @@ IdemStatsAdd(IdemStatsEntry *entry, IdemStatCounter counter, int64 n)
 extern void IdemStatsDefineGucs(void);
 extern Size IdemStatsShmemSize(void);
 extern void IdemStatsShmemInit(void);
-extern IdemStatsEntry *IdemStatsLookup(Oid dbid, int32 nsid);
+extern IdemStatsEntry *IdemStatsLookup(Oid dbid, Oid relid, int32 nsid);
 
 #endif							/* IDEM_STATS_H */

@@ -43,9 +43,11 @@ SELECT is((SELECT indimmediate FROM pg_index WHERE indexrelid = 'idempotency.cla
           true, 'the unique check is immediate, as speculative insertion needs');
 
 -- namespaces
-SELECT columns_are('idempotency', 'namespaces', ARRAY['id', 'name', 'ttl', 'created_at']);
-SELECT col_is_pk('idempotency', 'namespaces', 'id', 'namespaces are keyed by id');
-SELECT col_is_unique('idempotency', 'namespaces', 'name', 'namespace names are unique');
+SELECT columns_are('idempotency', 'namespaces', ARRAY['id', 'name', 'ttl', 'created_at', 'defined_at']);
+SELECT indexes_are('idempotency', 'namespaces', ARRAY['namespaces_name_idx', 'namespaces_id_idx'],
+                   'namespaces are found by name and by id');
+SELECT is((SELECT count(*)::int FROM pg_index WHERE indrelid = 'idempotency.namespaces'::regclass AND indisunique),
+          0, 'no unique index on namespaces: a first use adopts an in-flight id instead of waiting on one');
 SELECT has_trigger('idempotency', 'namespaces', 'namespaces_changed', 'changes to namespaces invalidate caches');
 SELECT has_check('idempotency', 'namespaces', 'namespace names and TTLs are checked');
 
