@@ -541,6 +541,43 @@ IdemNamespaceGet(const text *name, bool create, IdemNamespace *out)
 }
 
 /*
+ * Remove redundant rows of namespaces, keeping the one defined last of
+ * each name; rows locked by a transaction in flight are left for next
+ * time.  Run by the purge worker at the start of a round.  Returns the
+ * number of rows removed.
+ */
+uint64
+IdemNamespaceCompact(void)
+{
+	static const char *dup_sql =
+		"SELECT a.ctid FROM idempotency.namespaces a"
+		" JOIN idempotency.namespaces b ON b.name OPERATOR(pg_catalog.=) a.name"
+		" AND ROW(b.defined_at, b.ctid) > ROW(a.defined_at, a.ctid)"
+		" LIMIT 1";
+	static const char *delete_sql =
+		"DELETE FROM idempotency.namespaces WHERE ctid = ANY (ARRAY("
+		" SELECT a.ctid FROM idempotency.namespaces a"
+		" JOIN idempotency.namespaces b ON b.name OPERATOR(pg_catalog.=) a.name"
+		" AND ROW(b.defined_at, b.ctid) > ROW(a.defined_at, a.ctid)"
+		" FOR UPDATE OF a SKIP LOCKED))";
+	IdemCatalog cat = IdemGetCatalog();
+	IdemOwnerScope scope;
+	uint64		removed = 0;
+
+	IdemOwnerScopeBegin(&scope, cat.namespaces);
+	if (IdemSpiExecute(dup_sql, 0, NULL, NULL, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read idempotency.namespaces");
+	if (SPI_processed > 0)
+	{
+		if (IdemSpiExecute(delete_sql, 0, NULL, NULL, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "could not compact idempotency.namespaces");
+		removed = SPI_processed;
+	}
+	IdemOwnerScopeEnd(&scope);
+	return removed;
+}
+
+/*
  * idem_namespace_define(namespace text, ttl interval) returns void
  *
  * Creates a namespace, or changes the TTL of an existing one.  The new TTL

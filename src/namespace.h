@@ -38,5 +38,6 @@ extern TimestampTz IdemNamespaceExpiry(const IdemNamespace *ns,
 									   TimestampTz claimed_at);
 extern void IdemValidateTtl(const Interval *ttl);
 extern IdemNamespace *IdemNamespaceLoadAll(int *count);
+extern uint64 IdemNamespaceCompact(void);
 
 #endif							/* IDEM_NAMESPACE_H */

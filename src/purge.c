@@ -559,7 +559,10 @@ IdemPurgeDatabaseRound(void)
 	dbname = get_database_name(MyDatabaseId);	/* needs a transaction */
 	ready = IdemPurgeExtensionReady();
 	if (ready)
+	{
 		targets = IdemPurgeTargets();
+		(void) IdemNamespaceCompact();	/* rows left by concurrent first uses */
+	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);

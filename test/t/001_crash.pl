@@ -9,6 +9,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IdemCheck;
 use IPC::Run;
 
 my $node = PostgreSQL::Test::Cluster->new('crash');
@@ -139,5 +140,6 @@ is($node->safe_psql('postgres', q{
 like($node->safe_psql('postgres', "SELECT claims FROM idem_stats WHERE namespace = 'crash'"),
 	qr/^\d+$/, 'statistics are collected again');
 
+amcheck_claims($node, 'postgres', 'after the crashes');
 $node->stop;
 done_testing();

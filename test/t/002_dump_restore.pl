@@ -6,6 +6,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IdemCheck;
 
 my $node = PostgreSQL::Test::Cluster->new('dump');
 $node->init;
@@ -127,5 +128,6 @@ foreach my $format ('custom', 'plain')
 		"$format: new namespaces get fresh ids");
 }
 
+amcheck_claims($node, $_, "database $_ at the end") for ('src', 'dst_custom', 'dst_plain');
 $node->stop;
 done_testing();

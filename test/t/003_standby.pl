@@ -6,6 +6,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IdemCheck;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
@@ -69,6 +70,7 @@ is($standby->safe_psql('postgres', q{
 is($primary->safe_psql('postgres', q{SELECT idem_claim('s-1', 'replica')}), 't',
 	'the primary claims as usual');
 
+amcheck_claims($primary, 'postgres', 'primary at the end');
 $standby->stop;
 $primary->stop;
 done_testing();

@@ -8,6 +8,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IdemCheck;
 
 my $node = PostgreSQL::Test::Cluster->new('contention');
 $node->init;
@@ -100,5 +101,6 @@ $node->safe_psql('postgres', 'CREATE EXTENSION amcheck');
 is($node->safe_psql('postgres', "SELECT bt_index_check('idempotency.claims_pkey', true)"), '',
 	'the index agrees with the heap');
 
+amcheck_claims($node, 'postgres', 'after the contention');
 $node->stop;
 done_testing();

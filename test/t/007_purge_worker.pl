@@ -10,6 +10,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IdemCheck;
 use Time::HiRes qw(time usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('purge');
@@ -32,6 +33,19 @@ foreach my $db ('postgres', 'db2')
 		SELECT idem_namespace_define('long', '1 day');
 	});
 }
+
+# concurrent first uses leave redundant namespace rows (same id, older
+# definitions); a round keeps the row defined last of each name
+$node->safe_psql('db2', q{
+	INSERT INTO idempotency.namespaces (id, name, ttl, created_at, defined_at)
+	SELECT id, name, '1 year', created_at, defined_at - interval '1 hour'
+	  FROM idempotency.namespaces WHERE name = 'long';
+});
+$node->poll_query_until('db2', q{
+	SELECT count(*) = 1 FROM idempotency.namespaces WHERE name = 'long'})
+  or die 'redundant namespace rows were never removed';
+is($node->safe_psql('db2', q{SELECT ttl FROM idempotency.namespaces WHERE name = 'long'}),
+	'1 day', 'a round removes redundant namespace rows and keeps the one defined last');
 
 sub launcher_pid
 {
@@ -253,6 +267,7 @@ $standby->poll_query_until('postgres', q{
   or die 'no launcher after promotion';
 pass('once promoted, it starts purging');
 
+amcheck_claims($node, 'postgres', 'after the purges');
 $standby->stop;
 $node->stop;
 done_testing();

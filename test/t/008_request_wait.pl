@@ -9,6 +9,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IdemCheck;
 use Time::HiRes qw(time);
 
 my $node = PostgreSQL::Test::Cluster->new('request_wait');
@@ -129,5 +130,6 @@ is($node->safe_psql('postgres', q{
 	'k1:completed:1,k2:failed:1,k3:in_progress:1,k4:in_progress:2,k5:in_progress:1,k6:in_progress:1',
 	'the records are as expected');
 
+amcheck_claims($node, 'postgres', 'after the waits');
 $node->stop;
 done_testing();
