@@ -46,6 +46,7 @@
 #include "utils/snapmgr.h"
 
 #include "binding.h"
+#include "catalog.h"
 #include "idempotency.h"
 #include "machine.h"
 
@@ -315,7 +316,7 @@ idem_cas_status_row(PG_FUNCTION_ARGS)
 	target = DatumGetTextPP(IdemArgNotNull(fcinfo, 2, "target state"));
 	IdemCheckWritable("idem_cas_status()");
 
-	rel = table_open(relid, RowExclusiveLock);
+	rel = IdemOpenRelationArg(relid, RowExclusiveLock);
 	b = IdemBindingGet(relid, false);
 	if (!OidIsValid(b->pk_index))
 		ereport(ERROR,

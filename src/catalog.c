@@ -11,6 +11,7 @@
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaddress.h"
@@ -264,6 +265,23 @@ IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
 								InvalidSnapshot, read_only, true, tcount);
 }
 
+/*
+ * Open and lock a relation a user named by a regclass argument, which may
+ * be 0 or a relation dropped since: an error for the user (42P01), not an
+ * internal one.
+ */
+Relation
+IdemOpenRelationArg(Oid relid, LOCKMODE lockmode)
+{
+	Relation	rel = OidIsValid(relid) ? try_relation_open(relid, lockmode) : NULL;
+
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return rel;
+}
+
 /* The owner of a relation */
 Oid
 IdemRelationOwner(Oid relid)
@@ -285,7 +303,7 @@ IdemRelationOwner(Oid relid)
 Relation
 IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode, const char *detail)
 {
-	Relation	rel = table_open(relid, lockmode);
+	Relation	rel = IdemOpenRelationArg(relid, lockmode);
 
 #if PG_VERSION_NUM >= 160000
 	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))

@@ -36,6 +36,7 @@ typedef struct IdemOwnerScope
 
 extern IdemCatalog IdemGetCatalog(void);
 extern Oid	IdemRelationOwner(Oid relid);
+extern Relation IdemOpenRelationArg(Oid relid, LOCKMODE lockmode);
 extern Relation IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode,
 								   const char *detail);
 extern void IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid);

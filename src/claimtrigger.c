@@ -161,7 +161,7 @@ IdemTriggerValue(Relation rel, HeapTuple tuple, int attnum, bool is_id)
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column \"%s\" of type %s cannot hold event ids",
 							NameStr(att->attname), format_type_be(att->atttypid)),
-					 errdetail("The text form of a %s value can change with session settings or the way it was written, so one event could get two ids.",
+					 errdetail("The text form of type %s can change with session settings or the way a value was written, so one event could get two ids.",
 							   format_type_be(typid)),
 					 errhint("Use a text, integer, numeric, uuid, date or timestamp column, or a generated text column.")));
 	}
