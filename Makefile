@@ -18,6 +18,7 @@ OBJS = \
 	src/keylock.o \
 	src/machine.o \
 	src/namespace.o \
+	src/ownerspi.o \
 	src/policy.o \
 	src/purge.o \
 	src/request.o \

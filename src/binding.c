@@ -44,6 +44,7 @@
 
 #include "binding.h"
 #include "catalog.h"
+#include "ownerspi.h"
 #include "idempotency.h"
 #include "inval.h"
 
@@ -110,17 +111,26 @@ IdemBindingColumn(Oid relid, const char *column)
 	return attno;
 }
 
-/* Copy an SPI string out of SPI memory, into the caller's context */
-static char *
-IdemSpiStrdup(const char *str)
+/* A binding row as read from idempotency.machine_bindings */
+typedef struct IdemBindingRow
 {
-	char	   *copy;
+	char	   *status_column;
+	char	   *machine;
+	char	   *version_column;
+	bool		check_inserts;
+} IdemBindingRow;
 
-	if (str == NULL)
-		return NULL;
-	copy = SPI_palloc(strlen(str) + 1);
-	strcpy(copy, str);
-	return copy;
+/* Copy a binding row into the IdemBindingRow arg */
+static void
+IdemBindingCopyRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemBindingRow *row = arg;
+	bool		isnull;
+
+	row->status_column = SPI_getvalue(tuple, desc, 1);
+	row->machine = SPI_getvalue(tuple, desc, 2);
+	row->version_column = SPI_getvalue(tuple, desc, 3);
+	row->check_inserts = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
 }
 
 /* Fill in the primary key fields of b, if the table has a usable one */
@@ -165,13 +175,13 @@ IdemBindingGet(Oid relid, bool missing_ok)
 {
 	IdemBinding *b;
 	IdemCatalog cat;
-	IdemOwnerScope scope;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1];
 	char	   *status_column = NULL;
 	char	   *machine = NULL;
 	char	   *version_column = NULL;
 	bool		check_inserts = false;
+	IdemBindingRow row;
 	Oid			func;
 	bool		found;
 
@@ -186,24 +196,16 @@ IdemBindingGet(Oid relid, bool missing_ok)
 	cat = IdemGetCatalog();
 	idem_binding_relid = cat.bindings;
 	args[0] = ObjectIdGetDatum(relid);
-	IdemOwnerScopeBegin(&scope, cat.bindings);
-	if (IdemSpiExecute("SELECT status_column, machine, version_column, check_inserts"
-							  " FROM idempotency.machine_bindings"
-							  " WHERE rel OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
-							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read idempotency.machine_bindings");
-	if (SPI_processed == 1)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-
-		status_column = IdemSpiStrdup(SPI_getvalue(tup, desc, 1));
-		machine = IdemSpiStrdup(SPI_getvalue(tup, desc, 2));
-		version_column = IdemSpiStrdup(SPI_getvalue(tup, desc, 3));
-		check_inserts = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-	}
-	IdemOwnerScopeEnd(&scope);
+	memset(&row, 0, sizeof(row));
+	(void) IdemOwnerRun(cat.bindings, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT status_column, machine, version_column, check_inserts"
+						" FROM idempotency.machine_bindings"
+						" WHERE rel OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
+						1, argtypes, args, NULL, IdemBindingCopyRow, &row);
+	status_column = row.status_column;
+	machine = row.machine;
+	version_column = row.version_column;
+	check_inserts = row.check_inserts;
 
 	if (status_column == NULL)
 	{
@@ -302,8 +304,8 @@ IdemBindTriggers(Relation rel, const char *status_column, bool install,
 	char	   *relname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
 													 RelationGetRelationName(rel));
 	const char *schema = quote_identifier(get_namespace_name(get_func_namespace(func_oid)));
-	IdemOwnerScope scope;
 	char	   *sql;
+	IdemOwnerScope scope;
 
 	IdemSpiScopeBegin(&scope, GetUserId(), true);
 	/* no NOTICE for the triggers DROP IF EXISTS does not find */
@@ -354,7 +356,6 @@ idem_machine_bind(PG_FUNCTION_ARGS)
 	Relation	rel;
 	AttrNumber	attno;
 	IdemCatalog cat;
-	IdemOwnerScope scope;
 	Oid			argtypes[5] = {OIDOID, NAMEOID, TEXTOID, NAMEOID, BOOLOID};
 	Datum		args[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
@@ -400,19 +401,17 @@ idem_machine_bind(PG_FUNCTION_ARGS)
 	args[3] = version_column ? NameGetDatum(version_column) : (Datum) 0;
 	nulls[3] = version_column ? ' ' : 'n';
 	args[4] = BoolGetDatum(check_inserts);
-	IdemOwnerScopeBegin(&scope, cat.bindings);
-	if (IdemSpiExecute("INSERT INTO idempotency.machine_bindings"
-							  " (rel, status_column, machine, version_column, check_inserts)"
-							  " VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5)"
-							  " ON CONFLICT (rel) DO UPDATE SET"
-							  " status_column = EXCLUDED.status_column,"
-							  " machine = EXCLUDED.machine,"
-							  " version_column = EXCLUDED.version_column,"
-							  " check_inserts = EXCLUDED.check_inserts,"
-							  " bound_at = pg_catalog.now()",
-							  5, argtypes, args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not bind table");
-	IdemOwnerScopeEnd(&scope);
+	(void) IdemOwnerRun(cat.bindings, IDEM_RUN_LATEST,
+						"INSERT INTO idempotency.machine_bindings"
+						" (rel, status_column, machine, version_column, check_inserts)"
+						" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5)"
+						" ON CONFLICT (rel) DO UPDATE SET"
+						" status_column = EXCLUDED.status_column,"
+						" machine = EXCLUDED.machine,"
+						" version_column = EXCLUDED.version_column,"
+						" check_inserts = EXCLUDED.check_inserts,"
+						" bound_at = pg_catalog.now()",
+						5, argtypes, args, nulls, NULL, NULL);
 
 	IdemBindTriggers(rel, NameStr(*status_column), true, check_inserts,
 					 fcinfo->flinfo->fn_oid);
@@ -433,7 +432,6 @@ idem_machine_unbind(PG_FUNCTION_ARGS)
 	Oid			relid = DatumGetObjectId(IdemArgNotNull(fcinfo, 0, "table"));
 	Relation	rel;
 	IdemCatalog cat;
-	IdemOwnerScope scope;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1];
 	uint64		removed;
@@ -442,13 +440,10 @@ idem_machine_unbind(PG_FUNCTION_ARGS)
 	rel = IdemBindOpen(relid);
 	cat = IdemGetCatalog();
 	args[0] = ObjectIdGetDatum(relid);
-	IdemOwnerScopeBegin(&scope, cat.bindings);
-	if (IdemSpiExecute("DELETE FROM idempotency.machine_bindings"
-							  " WHERE rel OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not unbind table");
-	removed = SPI_processed;
-	IdemOwnerScopeEnd(&scope);
+	removed = IdemOwnerRun(cat.bindings, IDEM_RUN_LATEST,
+						   "DELETE FROM idempotency.machine_bindings"
+						   " WHERE rel OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
+						   1, argtypes, args, NULL, NULL, NULL);
 	IdemBindTriggers(rel, NULL, false, false, fcinfo->flinfo->fn_oid);
 	table_close(rel, NoLock);
 	IdemBindingCacheReset();

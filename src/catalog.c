@@ -210,62 +210,6 @@ IdemCheckClaimsPrivilege(AclMode mode)
 }
 
 /*
- * Connect to SPI as roleid.  With pin_search_path, search_path is pinned to
- * pg_catalog, so that no user object can be picked up by our queries, which
- * name everything with its schema anyway; that is for work on our own
- * tables.  Work on a user's table as its owner leaves search_path alone,
- * since the owner's triggers may rely on it and the owner's rights are all
- * they can get.
- */
-void
-IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid, bool pin_search_path)
-{
-	GetUserIdAndSecContext(&scope->save_userid, &scope->save_sec_context);
-	SetUserIdAndSecContext(roleid, scope->save_sec_context |
-						   SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_RESTRICTED_OPERATION);
-	scope->save_nestlevel = NewGUCNestLevel();
-	if (pin_search_path)
-		(void) set_config_option("search_path", "pg_catalog, pg_temp",
-								 PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-}
-
-/*
- * SPI_execute_with_args, but against the latest committed state (plus this
- * transaction's own changes) rather than the transaction's snapshot.
- *
- * Namespaces, machines and bindings are configuration, read into
- * long-lived per-backend caches: like catalog entries, they must be read
- * as they are now, or a REPEATABLE READ transaction could load, and leave
- * in the cache, a definition replaced since its snapshot was taken.
- */
-int
-IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
-			   const char *nulls, bool read_only, long tcount)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
-	Snapshot	snapshot;
-
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
-			 SPI_result_code_string(SPI_result));
-
-	/*
-	 * Parallel mode cannot take a new snapshot; there we read as the query
-	 * does, and callers must not keep what they read past the transaction.
-	 */
-	if (IsInParallelMode())
-		snapshot = ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot();
-	else
-		snapshot = GetLatestSnapshot();
-	return SPI_execute_snapshot(plan, values, nulls, snapshot,
-								InvalidSnapshot, read_only, true, tcount);
-}
-
-/*
  * Open and lock a relation a user named by a regclass argument, which may
  * be 0 or a relation dropped since: an error for the user (42P01), not an
  * internal one.
@@ -318,22 +262,6 @@ IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode, const char *detail)
 				 errmsg("\"%s\" is not a table", RelationGetRelationName(rel)),
 				 errdetail("%s", detail)));
 	return rel;
-}
-
-/* IdemSpiScopeBegin as the owner of the internal table relid */
-void
-IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid)
-{
-	IdemSpiScopeBegin(scope, IdemRelationOwner(relid), true);
-}
-
-/* Undo IdemOwnerScopeBegin */
-void
-IdemOwnerScopeEnd(IdemOwnerScope *scope)
-{
-	SPI_finish();
-	AtEOXact_GUC(true, scope->save_nestlevel);
-	SetUserIdAndSecContext(scope->save_userid, scope->save_sec_context);
 }
 
 /*

@@ -26,25 +26,11 @@ typedef struct IdemCatalog
 	Oid			tokens;			/* idempotency.tokens */
 } IdemCatalog;
 
-/* State saved while running SPI as the owner of an internal table */
-typedef struct IdemOwnerScope
-{
-	Oid			save_userid;
-	int			save_sec_context;
-	int			save_nestlevel;
-} IdemOwnerScope;
-
 extern IdemCatalog IdemGetCatalog(void);
 extern Oid	IdemRelationOwner(Oid relid);
 extern Relation IdemOpenRelationArg(Oid relid, LOCKMODE lockmode);
 extern Relation IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode,
 								   const char *detail);
-extern void IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid);
-extern void IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid,
-							  bool pin_search_path);
-extern void IdemOwnerScopeEnd(IdemOwnerScope *scope);
-extern int	IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
-						   const char *nulls, bool read_only, long tcount);
 extern bool IdemExtensionPresent(void);
 extern void IdemCheckClaimsPrivilege(AclMode mode);
 extern void IdemCheckTablePrivilege(Oid relid, const char *table, AclMode mode,

@@ -32,6 +32,7 @@
 #include "utils/memutils.h"
 
 #include "catalog.h"
+#include "ownerspi.h"
 #include "inval.h"
 #include "machine.h"
 
@@ -260,37 +261,38 @@ IdemMachineStep(const IdemMachine *m, int from, int to)
 	return IDEM_CAS_REJECTED;
 }
 
+/* Copy a non-null jsonb of column 1 into *arg */
+static void
+IdemCopyJsonb(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
+
+	if (!isnull)
+		*(Jsonb **) arg = DatumGetJsonbPCopy(d);
+}
+
+/* Copy a non-null text value of column 1 into *arg, as a C string */
+static void
+IdemCopyString(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	*(char **) arg = SPI_getvalue(tuple, desc, 1);
+}
+
 /* Read a machine's transitions from its table; NULL if there is none */
 static Jsonb *
 IdemMachineFetch(Oid relid, const char *name)
 {
-	IdemOwnerScope scope;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
-	Datum		result = (Datum) 0;
-	bool		found = false;
+	Jsonb	   *transitions = NULL;
 
 	args[0] = CStringGetTextDatum(name);
-	IdemOwnerScopeBegin(&scope, relid);
-	if (IdemSpiExecute("SELECT transitions FROM idempotency.machines"
-							  " WHERE name OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read idempotency.machines");
-	if (SPI_processed == 1)
-	{
-		bool		isnull;
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
-									  SPI_tuptable->tupdesc, 1, &isnull);
-
-		if (!isnull)
-		{
-			/* copy out of SPI memory before it goes */
-			result = SPI_datumTransfer(d, false, -1);
-			found = true;
-		}
-	}
-	IdemOwnerScopeEnd(&scope);
-	return found ? DatumGetJsonbP(result) : NULL;
+	(void) IdemOwnerRun(relid, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT transitions FROM idempotency.machines"
+						" WHERE name OPERATOR(pg_catalog.=) $1",
+						1, argtypes, args, NULL, IdemCopyJsonb, &transitions);
+	return transitions;
 }
 
 /*
@@ -374,7 +376,6 @@ idem_machine_define(PG_FUNCTION_ARGS)
 	Jsonb	   *transitions;
 	char	   *cname;
 	IdemCatalog cat;
-	IdemOwnerScope scope;
 	Oid			argtypes[2] = {TEXTOID, JSONBOID};
 	Datum		args[2];
 
@@ -392,14 +393,12 @@ idem_machine_define(PG_FUNCTION_ARGS)
 	cat = IdemGetCatalog();
 	args[0] = PointerGetDatum(name);
 	args[1] = JsonbPGetDatum(transitions);
-	IdemOwnerScopeBegin(&scope, cat.machines);
-	if (IdemSpiExecute("INSERT INTO idempotency.machines (name, transitions)"
-							  " VALUES ($1, $2) ON CONFLICT (name) DO UPDATE"
-							  " SET transitions = EXCLUDED.transitions,"
-							  " defined_at = pg_catalog.now()",
-							  2, argtypes, args, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not define state machine \"%s\"", cname);
-	IdemOwnerScopeEnd(&scope);
+	(void) IdemOwnerRun(cat.machines, IDEM_RUN_LATEST,
+						"INSERT INTO idempotency.machines (name, transitions)"
+						" VALUES ($1, $2) ON CONFLICT (name) DO UPDATE"
+						" SET transitions = EXCLUDED.transitions,"
+						" defined_at = pg_catalog.now()",
+						2, argtypes, args, NULL, NULL, NULL);
 	IdemMachineCacheReset();
 	PG_RETURN_VOID();
 }
@@ -414,7 +413,6 @@ idem_machine_drop(PG_FUNCTION_ARGS)
 {
 	text	   *name = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "machine name"));
 	IdemCatalog cat;
-	IdemOwnerScope scope;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
 	char	   *bound = NULL;
@@ -423,24 +421,17 @@ idem_machine_drop(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("idem_machine_drop()");
 	cat = IdemGetCatalog();
 	args[0] = PointerGetDatum(name);
-	IdemOwnerScopeBegin(&scope, cat.machines);
 	/* lock the machine row first, so no binding can appear meanwhile */
-	if (IdemSpiExecute("SELECT 1 FROM idempotency.machines"
-							  " WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read idempotency.machines");
-	if (SPI_processed == 1 &&
-		IdemSpiExecute("SELECT pg_catalog.string_agg(rel::pg_catalog.text, ', '"
-							  " ORDER BY rel::pg_catalog.text)"
-							  " FROM idempotency.machine_bindings"
-							  " WHERE machine OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, args, NULL, false, 0) == SPI_OK_SELECT &&
-		SPI_processed == 1)
-	{
-		bound = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		if (bound != NULL)
-			bound = pstrdup(bound);
-	}
+	if (IdemOwnerRun(cat.machines, IDEM_RUN_LATEST,
+					 "SELECT 1 FROM idempotency.machines"
+					 " WHERE name OPERATOR(pg_catalog.=) $1 FOR UPDATE",
+					 1, argtypes, args, NULL, NULL, NULL) == 1)
+		(void) IdemOwnerRun(cat.machines, IDEM_RUN_LATEST,
+							"SELECT pg_catalog.string_agg(rel::pg_catalog.text, ', '"
+							" ORDER BY rel::pg_catalog.text)"
+							" FROM idempotency.machine_bindings"
+							" WHERE machine OPERATOR(pg_catalog.=) $1",
+							1, argtypes, args, NULL, IdemCopyString, &bound);
 	if (bound != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
@@ -448,12 +439,10 @@ idem_machine_drop(PG_FUNCTION_ARGS)
 						text_to_cstring(name)),
 				 errdetail("Bound tables: %s.", bound),
 				 errhint("Unbind them first with idem_machine_unbind().")));
-	if (IdemSpiExecute("DELETE FROM idempotency.machines"
-							  " WHERE name OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not drop state machine");
-	dropped = SPI_processed;
-	IdemOwnerScopeEnd(&scope);
+	dropped = IdemOwnerRun(cat.machines, IDEM_RUN_LATEST,
+						   "DELETE FROM idempotency.machines"
+						   " WHERE name OPERATOR(pg_catalog.=) $1",
+						   1, argtypes, args, NULL, NULL, NULL);
 	if (dropped == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

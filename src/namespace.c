@@ -46,6 +46,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "ownerspi.h"
 #include "inval.h"
 #include "namespace.h"
 #include "stats.h"
@@ -238,17 +239,31 @@ IdemNamespaceExpiry(const IdemNamespace *ns, TimestampTz claimed_at)
 												 IntervalPGetDatum(&ns->ttl)));
 }
 
-/* Copy row i of the SPI result (id, ttl) into entry */
-static void
-IdemNamespaceFromSpi(IdemNamespace *entry, uint64 i)
+/* Collects the (id, ttl) rows of IdemNamespaceLoadAll */
+typedef struct IdemNamespaceList
 {
-	bool		isnull;
-	Datum		d;
+	IdemNamespace *all;
+	int			n;
+	int			max;
+} IdemNamespaceList;
 
-	d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-	entry->id = DatumGetInt32(d);
-	d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
-	entry->ttl = *DatumGetIntervalP(d);
+/* Append an (id, ttl) row to the IdemNamespaceList arg */
+static void
+IdemNamespaceCollect(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemNamespaceList *list = arg;
+	IdemNamespace *entry;
+	bool		isnull;
+
+	if (list->n == list->max)
+	{
+		list->max *= 2;
+		list->all = repalloc(list->all, sizeof(IdemNamespace) * list->max);
+	}
+	entry = &list->all[list->n++];
+	memset(entry, 0, sizeof(*entry));
+	entry->id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
+	entry->ttl = *DatumGetIntervalP(SPI_getbinval(tuple, desc, 2, &isnull));
 	entry->ttl_is_exact = (entry->ttl.month == 0);
 	entry->ttl_usecs = entry->ttl.day * USECS_PER_DAY + entry->ttl.time;
 }
@@ -261,23 +276,17 @@ IdemNamespaceFromSpi(IdemNamespace *entry, uint64 i)
 IdemNamespace *
 IdemNamespaceLoadAll(int *count)
 {
-	IdemCatalog cat = IdemGetCatalog();
-	MemoryContext cxt = CurrentMemoryContext;
-	IdemOwnerScope scope;
-	IdemNamespace *all;
-	uint64		i;
+	IdemNamespaceList list;
 
-	IdemOwnerScopeBegin(&scope, cat.namespaces);
-	if (IdemSpiExecute("SELECT DISTINCT ON (id) id, ttl FROM idempotency.namespaces"
-					   " ORDER BY id, defined_at DESC",
-					   0, NULL, NULL, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read idempotency.namespaces");
-	all = MemoryContextAllocZero(cxt, sizeof(IdemNamespace) * Max(SPI_processed, 1));
-	for (i = 0; i < SPI_processed; i++)
-		IdemNamespaceFromSpi(&all[i], i);
-	*count = (int) SPI_processed;
-	IdemOwnerScopeEnd(&scope);
-	return all;
+	list.n = 0;
+	list.max = 16;
+	list.all = palloc(sizeof(IdemNamespace) * list.max);
+	(void) IdemOwnerRun(IdemGetCatalog().namespaces, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT DISTINCT ON (id) id, ttl FROM idempotency.namespaces"
+						" ORDER BY id, defined_at DESC",
+						0, NULL, NULL, NULL, IdemNamespaceCollect, &list);
+	*count = list.n;
+	return list.all;
 }
 
 /* What a scan of the rows of one namespace found */
@@ -376,7 +385,6 @@ IdemNamespaceWrite(const IdemCatalog *cat, const char *name, const Interval *ttl
 	static const char *delete_sql =
 		"DELETE FROM idempotency.namespaces"
 		" WHERE name OPERATOR(pg_catalog.=) $1 AND defined_at OPERATOR(pg_catalog.<) $2";
-	IdemOwnerScope scope;
 	Oid			argtypes[5] = {INT4OID, TEXTOID, INTERVALOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	Datum		args[5];
 	TimestampTz now = GetCurrentTimestamp();
@@ -407,18 +415,16 @@ IdemNamespaceWrite(const IdemCatalog *cat, const char *name, const Interval *ttl
 	args[2] = IntervalPGetDatum(&row->ttl);
 	args[3] = TimestampTzGetDatum(row->created_at);
 	args[4] = TimestampTzGetDatum(row->defined_at);
-	IdemOwnerScopeBegin(&scope, cat->namespaces);
-	if (IdemSpiExecute(insert_sql, 5, argtypes, args, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not create namespace \"%s\"", name);
+	(void) IdemOwnerRun(cat->namespaces, IDEM_RUN_LATEST, insert_sql,
+						5, argtypes, args, NULL, NULL, NULL);
 	if (define)
 	{
 		Oid			deltypes[2] = {TEXTOID, TIMESTAMPTZOID};
 		Datum		delargs[2] = {args[1], args[4]};
 
-		if (IdemSpiExecute(delete_sql, 2, deltypes, delargs, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "could not define namespace \"%s\"", name);
+		(void) IdemOwnerRun(cat->namespaces, IDEM_RUN_LATEST, delete_sql,
+							2, deltypes, delargs, NULL, NULL, NULL);
 	}
-	IdemOwnerScopeEnd(&scope);
 }
 
 /*
@@ -560,21 +566,13 @@ IdemNamespaceCompact(void)
 		" JOIN idempotency.namespaces b ON b.name OPERATOR(pg_catalog.=) a.name"
 		" AND ROW(b.defined_at, b.ctid) > ROW(a.defined_at, a.ctid)"
 		" FOR UPDATE OF a SKIP LOCKED))";
-	IdemCatalog cat = IdemGetCatalog();
-	IdemOwnerScope scope;
-	uint64		removed = 0;
+	Oid			relid = IdemGetCatalog().namespaces;
 
-	IdemOwnerScopeBegin(&scope, cat.namespaces);
-	if (IdemSpiExecute(dup_sql, 0, NULL, NULL, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read idempotency.namespaces");
-	if (SPI_processed > 0)
-	{
-		if (IdemSpiExecute(delete_sql, 0, NULL, NULL, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "could not compact idempotency.namespaces");
-		removed = SPI_processed;
-	}
-	IdemOwnerScopeEnd(&scope);
-	return removed;
+	/* the DELETE's statement trigger would invalidate every backend's cache */
+	if (IdemOwnerRun(relid, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST, dup_sql,
+					 0, NULL, NULL, NULL, NULL, NULL) == 0)
+		return 0;
+	return IdemOwnerRun(relid, IDEM_RUN_LATEST, delete_sql, 0, NULL, NULL, NULL, NULL, NULL);
 }
 
 /*

@@ -21,6 +21,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "ownerspi.h"
 #include "idempotency.h"
 #include "namespace.h"
 
@@ -56,7 +57,6 @@ idem_purge_policy_add(PG_FUNCTION_ARGS)
 	AttrNumber	attno;
 	Oid			type;
 	IdemCatalog cat;
-	IdemOwnerScope scope;
 	Oid			argtypes[3] = {OIDOID, NAMEOID, INTERVALOID};
 	Datum		args[3];
 
@@ -90,14 +90,12 @@ idem_purge_policy_add(PG_FUNCTION_ARGS)
 	args[0] = ObjectIdGetDatum(RelationGetRelid(rel));
 	args[1] = NameGetDatum(column);
 	args[2] = IntervalPGetDatum(ttl);
-	IdemOwnerScopeBegin(&scope, cat.claims);
-	if (IdemSpiExecute("INSERT INTO idempotency.purge_policies (rel, time_column, ttl)"
-					   " VALUES ($1::pg_catalog.regclass, $2, $3)"
-					   " ON CONFLICT (rel) DO UPDATE SET time_column = EXCLUDED.time_column,"
-					   " ttl = EXCLUDED.ttl, added_at = pg_catalog.now()",
-					   3, argtypes, args, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not add purge policy");
-	IdemOwnerScopeEnd(&scope);
+	(void) IdemOwnerRun(cat.claims, IDEM_RUN_LATEST,
+						"INSERT INTO idempotency.purge_policies (rel, time_column, ttl)"
+						" VALUES ($1::pg_catalog.regclass, $2, $3)"
+						" ON CONFLICT (rel) DO UPDATE SET time_column = EXCLUDED.time_column,"
+						" ttl = EXCLUDED.ttl, added_at = pg_catalog.now()",
+						3, argtypes, args, NULL, NULL, NULL);
 	table_close(rel, AccessShareLock);
 	PG_RETURN_VOID();
 }
@@ -112,19 +110,15 @@ idem_purge_policy_remove(PG_FUNCTION_ARGS)
 {
 	Relation	rel = IdemPolicyOpen(fcinfo, "idem_purge_policy_remove()");
 	IdemCatalog cat = IdemGetCatalog();
-	IdemOwnerScope scope;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1];
 	uint64		removed;
 
 	args[0] = ObjectIdGetDatum(RelationGetRelid(rel));
-	IdemOwnerScopeBegin(&scope, cat.claims);
-	if (IdemSpiExecute("DELETE FROM idempotency.purge_policies"
-					   " WHERE rel OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
-					   1, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not remove purge policy");
-	removed = SPI_processed;
-	IdemOwnerScopeEnd(&scope);
+	removed = IdemOwnerRun(cat.claims, IDEM_RUN_LATEST,
+						   "DELETE FROM idempotency.purge_policies"
+						   " WHERE rel OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
+						   1, argtypes, args, NULL, NULL, NULL);
 	table_close(rel, AccessShareLock);
 	PG_RETURN_BOOL(removed > 0);
 }

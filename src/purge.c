@@ -61,6 +61,7 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "ownerspi.h"
 #include "claimstore.h"
 #include "idempotency.h"
 #include "namespace.h"
@@ -144,6 +145,32 @@ IdemPurgeInternal(Oid relid, const char *label, const char *sql)
 	return t;
 }
 
+/* Append the target of a purge policy row to the List * arg */
+static void
+IdemPurgePolicyTarget(HeapTuple tup, TupleDesc desc, void *arg)
+{
+	List	  **targets = arg;
+	bool		isnull;
+	Oid			relid = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
+	char	   *column = SPI_getvalue(tup, desc, 2);
+	Interval   *ttl = DatumGetIntervalP(SPI_getbinval(tup, desc, 3, &isnull));
+	char	   *nspname = get_namespace_name(get_rel_namespace(relid));
+	char	   *relname = get_rel_name(relid);
+	IdemPurgeTarget *t;
+	char	   *quoted;
+
+	if (nspname == NULL || relname == NULL)
+		return;					/* dropped meanwhile */
+	quoted = quote_qualified_identifier(nspname, relname);
+	t = palloc0(sizeof(IdemPurgeTarget));
+	t->relid = relid;
+	t->owner = IdemRelationOwner(relid);
+	t->label = quoted;
+	t->sql = psprintf(idem_purge_table_sql, quoted, quote_identifier(column), quoted);
+	t->ttl = *ttl;
+	*targets = lappend(*targets, t);
+}
+
 /*
  * The targets of a purge: the claims, requests and tokens, then every
  * registered user table that still exists.  Allocated in the current
@@ -155,9 +182,6 @@ IdemPurgeTargets(void)
 	IdemCatalog cat = IdemGetCatalog();
 	IdemPurgeTarget *t;
 	List	   *targets = NIL;
-	IdemOwnerScope scope;
-	MemoryContext cxt = CurrentMemoryContext;
-	uint64		i;
 
 	t = IdemPurgeInternal(cat.claims, "idempotency.claims", idem_purge_claims_sql);
 	t->is_claims = true;
@@ -167,38 +191,10 @@ IdemPurgeTargets(void)
 	targets = lappend(targets, IdemPurgeInternal(cat.tokens, "idempotency.tokens",
 												 idem_purge_tokens_sql));
 
-	IdemOwnerScopeBegin(&scope, cat.claims);
-	if (IdemSpiExecute("SELECT p.rel::oid, p.time_column, p.ttl FROM idempotency.purge_policies p"
-					   " JOIN pg_catalog.pg_class c ON c.oid = p.rel ORDER BY p.rel",
-					   0, NULL, NULL, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read idempotency.purge_policies");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		Oid			relid = DatumGetObjectId(SPI_getbinval(tup, desc, 1, &isnull));
-		char	   *column = SPI_getvalue(tup, desc, 2);
-		Interval   *ttl = DatumGetIntervalP(SPI_getbinval(tup, desc, 3, &isnull));
-		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
-		char	   *nspname = get_namespace_name(get_rel_namespace(relid));
-		char	   *relname = get_rel_name(relid);
-
-		if (nspname != NULL && relname != NULL)
-		{
-			char	   *quoted = quote_qualified_identifier(nspname, relname);
-
-			t = palloc0(sizeof(IdemPurgeTarget));
-			t->relid = relid;
-			t->owner = IdemRelationOwner(relid);
-			t->label = quoted;
-			t->sql = psprintf(idem_purge_table_sql, quoted, quote_identifier(column), quoted);
-			t->ttl = *ttl;
-			targets = lappend(targets, t);
-		}
-		MemoryContextSwitchTo(oldcxt);
-	}
-	IdemOwnerScopeEnd(&scope);
+	(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT p.rel::oid, p.time_column, p.ttl FROM idempotency.purge_policies p"
+						" JOIN pg_catalog.pg_class c ON c.oid = p.rel ORDER BY p.rel",
+						0, NULL, NULL, NULL, IdemPurgePolicyTarget, &targets);
 	return targets;
 }
 
@@ -330,7 +326,6 @@ IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
 				const char *trigger)
 {
 	IdemCatalog cat = IdemGetCatalog();
-	IdemOwnerScope scope;
 	Oid			argtypes[7] = {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID,
 	INT4OID, INT4OID, TEXTOID};
 	Datum		args[7];
@@ -350,17 +345,16 @@ IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
 		nulls[6] = 'n';
 	hist[0] = Int32GetDatum(idem_purge_history);
 
-	IdemOwnerScopeBegin(&scope, cat.claims);
-	if (SPI_execute_with_args("INSERT INTO idempotency.purge_runs"
-							  " (started_at, finished_at, target, trigger, rows_deleted,"
-							  "  batches, timeouts, error)"
-							  " VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7)",
-							  7, argtypes, args, nulls, false, 0) != SPI_OK_INSERT ||
-		SPI_execute_with_args("DELETE FROM idempotency.purge_runs"
-							  " WHERE run_id <= (SELECT max(run_id) FROM idempotency.purge_runs) - $1",
-							  1, histtypes, hist, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not record purge run");
-	IdemOwnerScopeEnd(&scope);
+	(void) IdemOwnerRun(cat.claims, 0,
+						"INSERT INTO idempotency.purge_runs"
+						" (started_at, finished_at, target, trigger, rows_deleted,"
+						"  batches, timeouts, error)"
+						" VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7)",
+						7, argtypes, args, nulls, NULL, NULL);
+	(void) IdemOwnerRun(cat.claims, 0,
+						"DELETE FROM idempotency.purge_runs"
+						" WHERE run_id <= (SELECT max(run_id) FROM idempotency.purge_runs) - $1",
+						1, histtypes, hist, NULL, NULL, NULL);
 }
 
 /* Is the extension there, and not being dropped?  Locks it for this xact */

@@ -54,6 +54,7 @@
 #include "utils/wait_event.h"
 
 #include "catalog.h"
+#include "ownerspi.h"
 #include "claimkey.h"
 #include "idempotency.h"
 #include "namespace.h"

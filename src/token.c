@@ -22,6 +22,7 @@
 #include "utils/uuid.h"
 
 #include "catalog.h"
+#include "ownerspi.h"
 #include "idempotency.h"
 #include "namespace.h"
 
@@ -39,6 +40,15 @@ IdemTokenScope(FunctionCallInfo fcinfo, int argno)
 	return scope;
 }
 
+/* Copy the token a RETURNING row holds into arg */
+static void
+IdemTokenCopy(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	bool		isnull;
+
+	memcpy(arg, DatumGetUUIDP(SPI_getbinval(tuple, desc, 1, &isnull)), sizeof(pg_uuid_t));
+}
+
 /*
  * idem_token_issue(scope text, ttl interval) returns uuid
  */
@@ -48,11 +58,9 @@ idem_token_issue(PG_FUNCTION_ARGS)
 	text	   *scope = IdemTokenScope(fcinfo, 0);
 	Interval   *ttl;
 	IdemCatalog cat;
-	IdemOwnerScope oscope;
 	Oid			argtypes[2] = {TEXTOID, INTERVALOID};
 	Datum		args[2];
 	pg_uuid_t  *token;
-	bool		isnull;
 
 	ttl = DatumGetIntervalP(IdemArgNotNull(fcinfo, 1, "ttl"));
 	IdemValidateTtl(ttl);
@@ -62,16 +70,13 @@ idem_token_issue(PG_FUNCTION_ARGS)
 
 	args[0] = PointerGetDatum(scope);
 	args[1] = IntervalPGetDatum(ttl);
-	IdemOwnerScopeBegin(&oscope, cat.tokens);
-	if (SPI_execute_with_args("INSERT INTO idempotency.tokens (token, scope, expires_at)"
-							  " VALUES (gen_random_uuid(), $1, clock_timestamp() + $2)"
-							  " RETURNING token", 2, argtypes, args, NULL, false, 1)
-		!= SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+	token = palloc(sizeof(pg_uuid_t));
+	if (IdemOwnerRun(cat.tokens, 0,
+					 "INSERT INTO idempotency.tokens (token, scope, expires_at)"
+					 " VALUES (gen_random_uuid(), $1, clock_timestamp() + $2)"
+					 " RETURNING token", 2, argtypes, args, NULL,
+					 IdemTokenCopy, token) != 1)
 		elog(ERROR, "could not issue token");
-	token = DatumGetUUIDP(SPI_datumTransfer(SPI_getbinval(SPI_tuptable->vals[0],
-														  SPI_tuptable->tupdesc, 1, &isnull),
-											false, UUID_LEN));
-	IdemOwnerScopeEnd(&oscope);
 	PG_RETURN_UUID_P(token);
 }
 
@@ -87,7 +92,6 @@ idem_token_consume(PG_FUNCTION_ARGS)
 	pg_uuid_t  *token;
 	text	   *scope;
 	IdemCatalog cat;
-	IdemOwnerScope oscope;
 	Oid			argtypes[2] = {UUIDOID, TEXTOID};
 	Datum		args[2];
 	bool		consumed;
@@ -100,12 +104,9 @@ idem_token_consume(PG_FUNCTION_ARGS)
 
 	args[0] = UUIDPGetDatum(token);
 	args[1] = PointerGetDatum(scope);
-	IdemOwnerScopeBegin(&oscope, cat.tokens);
-	if (SPI_execute_with_args("DELETE FROM idempotency.tokens"
-							  " WHERE token = $1 AND scope = $2 AND expires_at > clock_timestamp()",
-							  2, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not consume token");
-	consumed = (SPI_processed == 1);
-	IdemOwnerScopeEnd(&oscope);
+	consumed = IdemOwnerRun(cat.tokens, 0,
+							"DELETE FROM idempotency.tokens"
+							" WHERE token = $1 AND scope = $2 AND expires_at > clock_timestamp()",
+							2, argtypes, args, NULL, NULL, NULL) == 1;
 	PG_RETURN_BOOL(consumed);
 }
