@@ -3,8 +3,10 @@
 # In-server loops of N calls on 36-character UUID text ids, idem_claim
 # against the PL/pgSQL INSERT ... ON CONFLICT DO NOTHING baseline, new ids
 # and duplicates, median of ROUNDS rounds that alternate which side goes
-# first, after a warm-up round that is not counted.  Then the same duplicates with the claim cache disabled, after a
-# restart, and the bytes each claim takes on disk.
+# first, after a warm-up round that is not counted.  Then new ids with a
+# second index on both sides (the claim's executor path), the same
+# duplicates with the claim cache disabled, after a restart, and the bytes
+# each claim takes on disk.
 
 bench_claims() {
     local n=${CLAIMS_N:-300000} rounds=${CLAIMS_ROUNDS:-3} r
@@ -39,6 +41,22 @@ bench_claims() {
         printf '  round %d done\n' "$r" >&2
     done
 
+    # new ids with a second index on both sides: the claim then goes
+    # through the executor's ExecInsertIndexTuples instead of one direct
+    # index_insert, which is what this measures
+    psql_q -c "CREATE INDEX bench_claims_at ON idempotency.claims (claimed_at);
+               CREATE INDEX bench_base_at ON bench_base (claimed_at)"
+    for r in $(seq 0 "$rounds"); do
+        if [ $((r % 2)) -eq 1 ]; then
+            psql_q -c "TRUNCATE bench_base; CHECKPOINT"; timed "$r" base_new2 "$base"
+            psql_q -c "TRUNCATE idempotency.claims; CHECKPOINT"; timed "$r" ours_new2 "$ours"
+        else
+            psql_q -c "TRUNCATE idempotency.claims; CHECKPOINT"; timed "$r" ours_new2 "$ours"
+            psql_q -c "TRUNCATE bench_base; CHECKPOINT"; timed "$r" base_new2 "$base"
+        fi
+    done
+    psql_q -c "DROP INDEX idempotency.bench_claims_at; DROP INDEX bench_base_at"
+
     # duplicates that miss the cache: restart without it
     cluster_stop
     cluster_conf "idempotency.claim_cache_size = 0"
@@ -68,7 +86,10 @@ rows AS (
     SELECT 3, 'duplicates, claim cache off', (j->>'ours_dup_nocache')::float8 / :n,
            (j->>'base_dup_nocache')::float8 / :n, NULL FROM v
     UNION ALL
-    SELECT 4, 'loop alone (no claim)', (j->>'loop')::float8 / :n, NULL, NULL FROM v)
+    SELECT 4, 'new ids, a second index on both sides', (j->>'ours_new2')::float8 / :n,
+           (j->>'base_new2')::float8 / :n, NULL FROM v
+    UNION ALL
+    SELECT 5, 'loop alone (no claim)', (j->>'loop')::float8 / :n, NULL, NULL FROM v)
 SELECT case_ AS "per call",
        round(ours::numeric, 2) AS "idem_claim us",
        round(base::numeric, 2) AS "baseline us",
