@@ -132,3 +132,22 @@ SELECT count(*) AS policies_left FROM idempotency.purge_policies;
 DROP TABLE purge_deleters;
 DROP FUNCTION record_deleter();
 DROP ROLE regress_idem_purge_owner, regress_idem_purge_other;
+
+-- a cancel or a statement timeout stops the whole purge: it is an error,
+-- not a warning about one table while the statement succeeds
+CREATE TABLE purge_slow (at timestamptz NOT NULL);
+INSERT INTO purge_slow VALUES (now() - interval '2 days');
+CREATE FUNCTION purge_slow_trg() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_sleep(5); RETURN OLD; END $$;
+CREATE TRIGGER purge_slow_t BEFORE DELETE ON purge_slow
+    FOR EACH ROW EXECUTE FUNCTION purge_slow_trg();
+SELECT idem_purge_policy_add('purge_slow', 'at', '1 day');
+SET statement_timeout = '200ms';
+\set VERBOSITY terse
+SELECT idem_purge();
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
+RESET statement_timeout;
+SELECT count(*) AS still_there FROM purge_slow;
+DROP TABLE purge_slow;
+DROP FUNCTION purge_slow_trg();

@@ -207,3 +207,17 @@ SELECT status, result FROM idem_begin('r-6', 'api');
 -- the owner of the purged r-8 cannot
 SELECT idem_complete('r-8', :'o8', '{}', 'api');
 \echo :LAST_ERROR_SQLSTATE
+
+-- idem_begin never waits on its own transaction: a second idem_begin of a
+-- key this transaction started errors at once, even with a wait
+BEGIN;
+SELECT status FROM idem_begin('self-held', 'api', lease => '3 seconds');
+SELECT status FROM idem_begin('self-held', 'api', lease => '3 seconds', wait => '10 seconds');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+-- finished in the same transaction, it replays as usual
+BEGIN;
+SELECT owner AS self_owner FROM idem_begin('self-done', 'api') \gset
+SELECT idem_complete('self-done', :'self_owner', '{"ok": true}', 'api');
+SELECT status, result FROM idem_begin('self-done', 'api');
+ROLLBACK;

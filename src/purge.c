@@ -684,6 +684,13 @@ idem_purge(PG_FUNCTION_ARGS)
 			RollbackAndReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(oldcxt);
 			CurrentResourceOwner = oldowner;
+
+			/*
+			 * A cancel, a statement timeout or a termination is meant for
+			 * the whole statement, not for one table: let it through.
+			 */
+			if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+				ReThrowError(edata);
 			result.rows = 0;
 			result.error = edata->message;
 			ereport(WARNING,

@@ -89,7 +89,8 @@ static const char *const idem_request_sql[REQ_NPLANS] = {
 	"       " IDEM_REQUEST_EXPIRED_SQL("", "$3") " AS expired,"
 	"       lease_expires_at <= clock_timestamp() AS lease_expired,"
 	"       jsonb_build_object('status', status, 'attempts', attempts, 'result', result,"
-	"                          'created_at', created_at)::text AS record"
+	"                          'created_at', created_at)::text AS record,"
+	"       xmin"
 	"  FROM idempotency.requests WHERE key = $1 AND ns = $2",
 	/* REQ_RESTART: key, ns, fingerprint, lease, observed created_at, ttl */
 	"UPDATE idempotency.requests SET status = 'in_progress', owner = gen_random_uuid(),"
@@ -343,6 +344,19 @@ idem_begin(PG_FUNCTION_ARGS)
 			r.result = isnull ? (Datum) 0 : SPI_datumTransfer(res, false, -1);
 			break;
 		}
+
+		/*
+		 * In progress under a lease this very transaction took (started,
+		 * restarted or taken over): waiting would wait out our own lease,
+		 * and a takeover would give our own key a second owner.
+		 */
+		if (TransactionIdIsCurrentTransactionId(DatumGetTransactionId(SPI_getbinval(tup, desc, 11, &isnull))))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("idempotency key \"%s\" is already held by this transaction",
+							text_to_cstring(id)),
+					 errdetail("An earlier idem_begin in this transaction started it and has not finished it."),
+					 errhint("Use the owner that call returned, and finish the work with idem_complete or idem_fail.")));
 
 		/* in progress: someone else's lease */
 		{
