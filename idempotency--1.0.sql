@@ -318,6 +318,14 @@ CREATE FUNCTION idem_fail(key text, owner uuid, error jsonb, retryable boolean,
 COMMENT ON FUNCTION idem_fail(text, uuid, jsonb, boolean, text) IS
     'store a permanent failure, or release the key when retryable';
 
+CREATE FUNCTION idem_extend(key text, owner uuid, lease interval,
+                            namespace text DEFAULT 'default')
+    RETURNS timestamptz
+    AS 'MODULE_PATHNAME', 'idem_extend'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_extend(text, uuid, interval, text) IS
+    'heartbeat: the lease owner holds now lasts lease from now; returns its new expiry';
+
 CREATE FUNCTION idem_token_issue(scope text, ttl interval DEFAULT '10 minutes')
     RETURNS uuid
     AS 'MODULE_PATHNAME', 'idem_token_issue'

@@ -221,3 +221,20 @@ SELECT owner AS self_owner FROM idem_begin('self-done', 'api') \gset
 SELECT idem_complete('self-done', :'self_owner', '{"ok": true}', 'api');
 SELECT status, result FROM idem_begin('self-done', 'api');
 ROLLBACK;
+
+-- idem_extend: the lease owner's heartbeat
+SELECT owner AS ext_owner FROM idem_begin('ext-1', 'api', lease => '5 seconds') \gset
+SELECT idem_extend('ext-1', :'ext_owner', '1 hour', 'api') > now() + interval '59 minutes' AS extended;
+SELECT lease_expires_at > now() + interval '59 minutes' AS lease_seen_by_others
+  FROM idem_requests WHERE key = 'ext-1';
+SELECT idem_extend('ext-1', gen_random_uuid(), '1 hour', 'api');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_extend('ext-1', :'ext_owner', '-1 minute', 'api');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_extend('ext-1', :'ext_owner', NULL, 'api');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_complete('ext-1', :'ext_owner', '{"done": 1}', 'api');
+SELECT idem_extend('ext-1', :'ext_owner', '1 hour', 'api');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_extend('never-begun', gen_random_uuid(), '1 hour', 'api');
+\echo :LAST_ERROR_SQLSTATE

@@ -63,6 +63,7 @@
 PG_FUNCTION_INFO_V1(idem_begin);
 PG_FUNCTION_INFO_V1(idem_complete);
 PG_FUNCTION_INFO_V1(idem_fail);
+PG_FUNCTION_INFO_V1(idem_extend);
 
 /* The statements, prepared once per backend */
 enum
@@ -74,6 +75,7 @@ enum
 	REQ_COMPLETE,
 	REQ_FAIL,
 	REQ_RELEASE,
+	REQ_EXTEND,
 	REQ_NPLANS
 };
 
@@ -115,7 +117,11 @@ static const char *const idem_request_sql[REQ_NPLANS] = {
 	" WHERE key = $1 AND ns = $2 AND owner = $3 AND status = 'in_progress'",
 	/* REQ_RELEASE: key, ns, owner */
 	"DELETE FROM idempotency.requests"
+	" WHERE key = $1 AND ns = $2 AND owner = $3 AND status = 'in_progress'",
+	/* REQ_EXTEND: key, ns, owner, lease */
+	"UPDATE idempotency.requests SET lease_expires_at = clock_timestamp() + $4"
 	" WHERE key = $1 AND ns = $2 AND owner = $3 AND status = 'in_progress'"
+	" RETURNING lease_expires_at"
 };
 
 static const Oid idem_request_types[REQ_NPLANS][6] = {
@@ -125,10 +131,11 @@ static const Oid idem_request_types[REQ_NPLANS][6] = {
 	{BYTEAOID, INT4OID, TEXTOID, INTERVALOID, UUIDOID},
 	{BYTEAOID, INT4OID, UUIDOID, JSONBOID},
 	{BYTEAOID, INT4OID, UUIDOID, JSONBOID},
-	{BYTEAOID, INT4OID, UUIDOID}
+	{BYTEAOID, INT4OID, UUIDOID},
+	{BYTEAOID, INT4OID, UUIDOID, INTERVALOID}
 };
 
-static const int idem_request_nargs[REQ_NPLANS] = {4, 3, 6, 5, 4, 4, 3};
+static const int idem_request_nargs[REQ_NPLANS] = {4, 3, 6, 5, 4, 4, 3, 4};
 
 static SPIPlanPtr idem_request_plans[REQ_NPLANS];
 
@@ -419,7 +426,7 @@ idem_begin(PG_FUNCTION_ARGS)
  * releases the key.  A caller that does not hold the attempt gets an error
  * and changes nothing.
  */
-static void
+static TimestampTz
 IdemRequestFinish(FunctionCallInfo fcinfo, int which, Datum value,
 				  const char *funcname)
 {
@@ -432,7 +439,9 @@ IdemRequestFinish(FunctionCallInfo fcinfo, int which, Datum value,
 	IdemOwnerScope scope;
 	Datum		args[4];
 	uint64		done;
-	int			expected = which == REQ_RELEASE ? SPI_OK_DELETE : SPI_OK_UPDATE;
+	TimestampTz lease_expires_at = 0;
+	int			expected = which == REQ_RELEASE ? SPI_OK_DELETE :
+		which == REQ_EXTEND ? SPI_OK_UPDATE_RETURNING : SPI_OK_UPDATE;
 
 	nsname = DatumGetTextPP(IdemArgNotNull(fcinfo, PG_NARGS() - 1, "namespace"));
 	IdemEncodeNamedKey(id, "key", &key);
@@ -441,7 +450,7 @@ IdemRequestFinish(FunctionCallInfo fcinfo, int which, Datum value,
 	cat = IdemGetCatalog();
 	IdemCheckTablePrivilege(cat.requests, "requests",
 							which == REQ_RELEASE ? ACL_DELETE : ACL_UPDATE,
-							"Finishing a request");
+							which == REQ_EXTEND ? "Extending a lease" : "Finishing a request");
 	if (!IdemNamespaceGet(nsname, false, &ns))
 		ns.id = -1;
 
@@ -453,6 +462,13 @@ IdemRequestFinish(FunctionCallInfo fcinfo, int which, Datum value,
 	if (IdemRequestRun(which, args, NULL) != expected)
 		elog(ERROR, "could not finish request");
 	done = SPI_processed;
+	if (done == 1 && which == REQ_EXTEND)
+	{
+		bool		isnull;
+
+		lease_expires_at = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+															 SPI_tuptable->tupdesc, 1, &isnull));
+	}
 	if (done == 0)
 	{
 		/* say why: gone, finished, or taken over by a newer attempt */
@@ -490,6 +506,26 @@ IdemRequestFinish(FunctionCallInfo fcinfo, int which, Datum value,
 					 errhint("Call idem_begin again to see the request's current state.")));
 	}
 	IdemOwnerScopeEnd(&scope);
+	return lease_expires_at;
+}
+
+/*
+ * idem_extend(key text, owner uuid, lease interval, namespace text)
+ * returns timestamptz
+ *
+ * The heartbeat of a long attempt: the lease owner holds now lasts lease
+ * from now.  An owner whose lease ran out may still extend it as long as
+ * nobody took the key over (the takeover and the extension serialize on
+ * the row); anyone else gets ID004.
+ */
+Datum
+idem_extend(PG_FUNCTION_ARGS)
+{
+	Interval   *lease = DatumGetIntervalP(IdemArgNotNull(fcinfo, 2, "lease"));
+
+	IdemPositiveInterval(lease, "lease");
+	PG_RETURN_TIMESTAMPTZ(IdemRequestFinish(fcinfo, REQ_EXTEND, IntervalPGetDatum(lease),
+											"idem_extend()"));
 }
 
 /*
