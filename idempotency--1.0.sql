@@ -123,7 +123,10 @@ CREATE TABLE idempotency.purge_runs (
 COMMENT ON TABLE idempotency.purge_runs IS 'history of purge rounds; read it through idem_purge_runs';
 
 -- A dropped table takes its binding and purge policy with it, so that a
--- new table that happens to get the same OID inherits neither.
+-- new table that happens to get the same OID inherits neither.  It fires
+-- for every drop: a table also goes with DROP TYPE ... CASCADE (a typed
+-- table), DROP OWNED, DROP SCHEMA ... CASCADE or DROP EXTENSION of an
+-- extension that owns it.
 CREATE FUNCTION idempotency.idem_forget_dropped_tables() RETURNS event_trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -135,7 +138,6 @@ BEGIN
      WHERE d.classid = 'pg_class'::regclass AND d.objid = p.rel::oid;
 END $$;
 CREATE EVENT TRIGGER idem_forget_dropped_tables ON sql_drop
-    WHEN TAG IN ('DROP TABLE', 'DROP SCHEMA', 'DROP OWNED')
     EXECUTE FUNCTION idempotency.idem_forget_dropped_tables();
 
 -- API-style requests (idem_begin): a lease while the work runs, then the

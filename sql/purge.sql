@@ -151,3 +151,40 @@ RESET statement_timeout;
 SELECT count(*) AS still_there FROM purge_slow;
 DROP TABLE purge_slow;
 DROP FUNCTION purge_slow_trg();
+
+-- a policy and a binding go with their table in every drop path
+CREATE TYPE purge_row AS (at timestamptz, status text);
+CREATE TABLE purge_typed OF purge_row;
+SELECT idem_purge_policy_add('purge_typed', 'at', '1 day');
+DROP TYPE purge_row CASCADE;
+CREATE SCHEMA purge_schema;
+CREATE TABLE purge_schema.t (at timestamptz);
+SELECT idem_purge_policy_add('purge_schema.t', 'at', '1 day');
+DROP SCHEMA purge_schema CASCADE;
+CREATE ROLE regress_idem_purge_dropper;
+GRANT CREATE ON SCHEMA public TO regress_idem_purge_dropper;
+SET ROLE regress_idem_purge_dropper;
+CREATE TABLE purge_owned (at timestamptz);
+SELECT idem_purge_policy_add('purge_owned', 'at', '1 day');
+RESET ROLE;
+DROP OWNED BY regress_idem_purge_dropper;
+DROP ROLE regress_idem_purge_dropper;
+SELECT count(*) AS policies_left_after_drops FROM idempotency.purge_policies;
+
+-- relation arguments that are no relation get 42P01, not an internal error
+SELECT idem_purge_policy_add(0, 'at', '1 day');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_purge_policy_remove(0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_purge_policy_remove(4294967295::oid);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_machine_bind(0, 'status', 'm');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_machine_unbind(0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_cas_status(0::regclass, 1, 'PAID');
+\echo :LAST_ERROR_SQLSTATE
+CREATE SEQUENCE purge_seq;
+SELECT idem_purge_policy_add('purge_seq', 'at', '1 day');
+\echo :LAST_ERROR_SQLSTATE
+DROP SEQUENCE purge_seq;

@@ -160,9 +160,9 @@ IdemBindingFindKey(IdemBinding *b)
 									   BTEqualStrategyNumber);
 			b->pk_eqproc = get_opcode(eqop);
 		}
-		index_close(index, AccessShareLock);
+		index_close(index, NoLock);
 	}
-	table_close(rel, AccessShareLock);
+	table_close(rel, NoLock);	/* held to commit, as the binding relies on it */
 }
 
 /*

@@ -96,7 +96,7 @@ idem_purge_policy_add(PG_FUNCTION_ARGS)
 						" ON CONFLICT (rel) DO UPDATE SET time_column = EXCLUDED.time_column,"
 						" ttl = EXCLUDED.ttl, added_at = pg_catalog.now()",
 						3, argtypes, args, NULL, NULL, NULL);
-	table_close(rel, AccessShareLock);
+	table_close(rel, NoLock);	/* held to commit: no DROP may orphan the row */
 	PG_RETURN_VOID();
 }
 
@@ -119,6 +119,6 @@ idem_purge_policy_remove(PG_FUNCTION_ARGS)
 						   "DELETE FROM idempotency.purge_policies"
 						   " WHERE rel OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
 						   1, argtypes, args, NULL, NULL, NULL);
-	table_close(rel, AccessShareLock);
+	table_close(rel, NoLock);
 	PG_RETURN_BOOL(removed > 0);
 }
