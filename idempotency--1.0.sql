@@ -253,7 +253,7 @@ COMMENT ON FUNCTION idem_machine_drop(text) IS
 
 CREATE FUNCTION idem_cas_status(machine text, current text, target text)
     RETURNS text
-    AS 'MODULE_PATHNAME', 'idem_cas_status_machine'
+    AS 'MODULE_PATHNAME', 'idem_cas_status'
     LANGUAGE C STABLE PARALLEL SAFE;
 COMMENT ON FUNCTION idem_cas_status(text, text, text) IS
     'check a move: applied (an edge), already (same state) or rejected';
@@ -274,12 +274,12 @@ CREATE FUNCTION idem_machine_unbind(rel regclass)
 COMMENT ON FUNCTION idem_machine_unbind(regclass) IS
     'remove a table''s binding and guard trigger';
 
-CREATE FUNCTION idem_cas_status(rel regclass, key anyelement, target text,
-                                expected_version bigint DEFAULT NULL)
+CREATE FUNCTION idem_cas_row(rel regclass, key anyelement, target text,
+                             expected_version bigint DEFAULT NULL)
     RETURNS text
-    AS 'MODULE_PATHNAME', 'idem_cas_status_row'
+    AS 'MODULE_PATHNAME', 'idem_cas_row'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_cas_status(regclass, anyelement, text, bigint) IS
+COMMENT ON FUNCTION idem_cas_row(regclass, anyelement, text, bigint) IS
     'compare-and-set a bound row''s status: applied, already, rejected, stale or missing';
 
 CREATE FUNCTION idem_state_guard()

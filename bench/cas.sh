@@ -1,6 +1,6 @@
 # bench/cas.sh: the state-machine benchmark, sourced by bench/run.
 #
-# Row CAS: idem_cas_status on N rows of a bound table (guard trigger
+# Row CAS: idem_cas_row on N rows of a bound table (guard trigger
 # installed), PENDING -> PAID, against a PL/pgSQL function doing
 # UPDATE ... WHERE id = $1 AND status = ANY(<allowed predecessors>) on the
 # same table; the applied path, then the repeat ('already' for the CAS, no
@@ -11,7 +11,7 @@
 bench_cas() {
     local n=${CAS_N:-100000} rounds=${CAS_ROUNDS:-3} checks=${CAS_CHECKS:-1000000} r
     local base="SELECT count(*) FILTER (WHERE bench_base_cas(id)) FROM bench_cas_ids"
-    local ours="SELECT count(*) FILTER (WHERE idem_cas_status('bench_orders'::regclass, id, 'PAID') = 'applied') FROM bench_cas_ids"
+    local ours="SELECT count(*) FILTER (WHERE idem_cas_row('bench_orders'::regclass, id, 'PAID') = 'applied') FROM bench_cas_ids"
     local check="SELECT count(*) FILTER (WHERE idem_cas_status('bench_order', 'PENDING', 'PAID') = 'applied') FROM generate_series(1, $checks)"
     local loop="SELECT count(*) FILTER (WHERE 'applied' = 'applied'::text) FROM generate_series(1, $checks)"
 
@@ -48,7 +48,7 @@ rows AS (
     SELECT 2, 'row CAS, repeat (already)', (j->>'ours_repeat')::float8 / :n,
            (j->>'base_repeat')::float8 / :n, 1.2 FROM v)
 SELECT case_ AS "per call",
-       round(ours::numeric, 2) AS "idem_cas_status us",
+       round(ours::numeric, 2) AS "idem_cas_row us",
        round(base::numeric, 2) AS "PL/pgSQL UPDATE us",
        round((ours / base)::numeric, 3) AS ratio,
        '<= ' || bar AS bar,

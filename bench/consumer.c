@@ -37,7 +37,7 @@
  *	 idem_many     batches: idem_claim_many
  *	 redis_pipe    batches: pipelined Redis SET NX EX, then one write
  *	 cas_sql       UPDATE orders SET status = 'PAID' WHERE ... AND status = 'PENDING'
- *	 cas           idem_cas_status on a bound orders table
+ *	 cas           idem_cas_row on a bound orders table
  *
  * and, to measure the deduplication layer alone, the batched ones without
  * the business write: unique_batch_only, idem_many_only, redis_pipe_only.
@@ -253,7 +253,7 @@ static const char *const prepared[][2] = {
 	{"unique_claim", "INSERT INTO processed (event_id) VALUES ($1) ON CONFLICT DO NOTHING"},
 	{"idem_claim", "SELECT idem_claim($1, $2)"},
 	{"cas_sql", "UPDATE orders_sql SET status = 'PAID' WHERE id = $1 AND status = 'PENDING'"},
-	{"cas", "SELECT idem_cas_status('orders_cas'::regclass, $1::bigint, 'PAID')"},
+	{"cas", "SELECT idem_cas_row('orders_cas'::regclass, $1::bigint, 'PAID')"},
 	{"unique_batch",
 	 "WITH new AS (INSERT INTO processed (event_id)"
 	 "              SELECT DISTINCT x FROM unnest($1::text[]) x ORDER BY 1"

@@ -18,7 +18,7 @@ CREATE INDEX processed_naive_event_id ON processed_naive (event_id);
 CREATE TABLE processed (event_id text PRIMARY KEY, processed_at timestamptz NOT NULL DEFAULT now());
 
 -- g: a "payment succeeded" event moves order n from PENDING to PAID;
--- hand-written on orders_sql, idem_cas_status on orders_cas
+-- hand-written on orders_sql, idem_cas_row on orders_cas
 CREATE TABLE orders_sql (id bigint PRIMARY KEY, status text NOT NULL);
 CREATE TABLE orders_cas (id bigint PRIMARY KEY, status text NOT NULL);
 SELECT idem_machine_define('bench_order', '{"PENDING": ["PAID", "CANCELLED"], "PAID": ["SHIPPED", "REFUNDED"]}');

@@ -17,7 +17,7 @@ my %label = (
 	idem_many    => 'f. idem_claim_many, batches of 100',
 	redis_pipe   => 'Redis SET NX EX, pipelines of 100',
 	cas_sql      => 'g. UPDATE ... WHERE status (hand-written)',
-	cas          => 'g. idem_cas_status',
+	cas          => 'g. idem_cas_row',
 	unique_batch_only => 'dedup only: batched unique table',
 	idem_many_only    => 'dedup only: idem_claim_many',
 	redis_pipe_only   => 'dedup only: Redis SET NX pipelines',
@@ -160,7 +160,7 @@ ratio_line('idem_claim_many / batched unique table, batches of 100', 'idem_many'
 ratio_line('idem_claim_many / batched unique table, dedup only (no business write)', 'idem_many_only', 'unique_batch_only', 1.5);
 ratio_line('idem_claim_many / Redis SET NX pipelines of 100, each followed by the same batched write', 'idem_many', 'redis_pipe', undef);
 ratio_line('idem_claim_many / Redis SET NX pipelines of 100, dedup only', 'idem_many_only', 'redis_pipe_only', undef);
-ratio_line('idem_cas_status / hand-written UPDATE ... WHERE status', 'cas', 'cas_sql', undef);
+ratio_line('idem_cas_row / hand-written UPDATE ... WHERE status', 'cas', 'cas_sql', undef);
 foreach my $s (qw(idem idem_many))
 {
 	my @all = map { [ errors($s, $_) ] } qw(none paired redis pg);

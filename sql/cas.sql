@@ -17,29 +17,29 @@ SELECT rel, status_column, machine, version_column, check_inserts FROM idempoten
 SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'orders'::regclass ORDER BY 1;
 
 -- every outcome
-SELECT idem_cas_status('orders'::regclass, 1::bigint, 'PAID') AS applied;
-SELECT idem_cas_status('orders'::regclass, 1::bigint, 'PAID') AS already;
-SELECT idem_cas_status('orders'::regclass, 1::bigint, 'PENDING') AS rejected;
-SELECT idem_cas_status('orders'::regclass, 1::bigint, 'SHIPPED', 0) AS stale;
-SELECT idem_cas_status('orders'::regclass, 1::bigint, 'SHIPPED', 1) AS applied_with_version;
-SELECT idem_cas_status('orders'::regclass, 404::bigint, 'PAID') AS missing;
+SELECT idem_cas_row('orders'::regclass, 1::bigint, 'PAID') AS applied;
+SELECT idem_cas_row('orders'::regclass, 1::bigint, 'PAID') AS already;
+SELECT idem_cas_row('orders'::regclass, 1::bigint, 'PENDING') AS rejected;
+SELECT idem_cas_row('orders'::regclass, 1::bigint, 'SHIPPED', 0) AS stale;
+SELECT idem_cas_row('orders'::regclass, 1::bigint, 'SHIPPED', 1) AS applied_with_version;
+SELECT idem_cas_row('orders'::regclass, 404::bigint, 'PAID') AS missing;
 -- a late PAID for a cancelled order does not resurrect it
-SELECT idem_cas_status('orders'::regclass, 2::bigint, 'CANCELLED') AS cancel,
-       idem_cas_status('orders'::regclass, 2::bigint, 'PAID') AS late_paid;
+SELECT idem_cas_row('orders'::regclass, 2::bigint, 'CANCELLED') AS cancel,
+       idem_cas_row('orders'::regclass, 2::bigint, 'PAID') AS late_paid;
 SELECT id, status, version FROM orders ORDER BY id;
 
 -- 'already' and 'rejected' write nothing: same tuple, same version
 SELECT ctid AS ctid_before FROM orders WHERE id = 1 \gset
-SELECT idem_cas_status('orders'::regclass, 1::bigint, 'SHIPPED') AS already_again,
-       idem_cas_status('orders'::regclass, 1::bigint, 'PAID') AS rejected_again;
+SELECT idem_cas_row('orders'::regclass, 1::bigint, 'SHIPPED') AS already_again,
+       idem_cas_row('orders'::regclass, 1::bigint, 'PAID') AS rejected_again;
 SELECT ctid = :'ctid_before' AS same_tuple, version FROM orders WHERE id = 1;
 
 -- keys of other types are converted to the key's type
-SELECT idem_cas_status('orders'::regclass, 3, 'PAID') AS int4_key;
-SELECT idem_cas_status('orders'::regclass, 3::smallint, 'SHIPPED') AS int2_key;
-SELECT idem_cas_status('orders'::regclass, '3'::text, 'DELIVERED') AS text_key;
-SELECT idem_cas_status('orders'::regclass, 3.0, 'DELIVERED') AS numeric_key_by_assignment_cast;
-SELECT idem_cas_status('orders'::regclass, now(), 'PAID');
+SELECT idem_cas_row('orders'::regclass, 3, 'PAID') AS int4_key;
+SELECT idem_cas_row('orders'::regclass, 3::smallint, 'SHIPPED') AS int2_key;
+SELECT idem_cas_row('orders'::regclass, '3'::text, 'DELIVERED') AS text_key;
+SELECT idem_cas_row('orders'::regclass, 3.0, 'DELIVERED') AS numeric_key_by_assignment_cast;
+SELECT idem_cas_row('orders'::regclass, now(), 'PAID');
 \echo :LAST_ERROR_SQLSTATE
 
 -- uuid keys, an enum status, no version column
@@ -48,10 +48,10 @@ SELECT idem_machine_define('ticket', '{"OPEN": ["CLOSED"]}');
 CREATE TABLE tickets (id uuid PRIMARY KEY, state ticket_state NOT NULL DEFAULT 'OPEN');
 INSERT INTO tickets VALUES ('6f1c2a9e-5b7d-4c3e-9a8b-1d2e3f4a5b6c');
 SELECT idem_machine_bind('tickets', 'state', 'ticket');
-SELECT idem_cas_status('tickets'::regclass, '6f1c2a9e-5b7d-4c3e-9a8b-1d2e3f4a5b6c'::uuid, 'CLOSED') AS uuid_key,
-       idem_cas_status('tickets'::regclass, '6f1c2a9e-5b7d-4c3e-9a8b-1d2e3f4a5b6c'::text, 'CLOSED') AS text_for_uuid;
+SELECT idem_cas_row('tickets'::regclass, '6f1c2a9e-5b7d-4c3e-9a8b-1d2e3f4a5b6c'::uuid, 'CLOSED') AS uuid_key,
+       idem_cas_row('tickets'::regclass, '6f1c2a9e-5b7d-4c3e-9a8b-1d2e3f4a5b6c'::text, 'CLOSED') AS text_for_uuid;
 SELECT state FROM tickets;
-SELECT idem_cas_status('tickets'::regclass, '6f1c2a9e-5b7d-4c3e-9a8b-1d2e3f4a5b6c'::uuid, 'CLOSED', 3);
+SELECT idem_cas_row('tickets'::regclass, '6f1c2a9e-5b7d-4c3e-9a8b-1d2e3f4a5b6c'::uuid, 'CLOSED', 3);
 \echo :LAST_ERROR_SQLSTATE
 -- the guard works on enums too
 UPDATE tickets SET state = 'OPEN';
@@ -59,7 +59,7 @@ UPDATE tickets SET state = 'OPEN';
 -- a state the machine has but the enum lacks
 SELECT idem_machine_define('ticket', '{"OPEN": ["CLOSED", "ARCHIVED"]}');
 INSERT INTO tickets VALUES ('00000000-0000-0000-0000-000000000002');
-SELECT idem_cas_status('tickets'::regclass, '00000000-0000-0000-0000-000000000002'::uuid, 'ARCHIVED');
+SELECT idem_cas_row('tickets'::regclass, '00000000-0000-0000-0000-000000000002'::uuid, 'ARCHIVED');
 \echo :LAST_ERROR_SQLSTATE
 
 -- the guard trigger: plain UPDATEs must follow the machine too
@@ -87,8 +87,8 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER orders_audit AFTER UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION orders_audit();
-SELECT idem_cas_status('orders'::regclass, 6::bigint, 'PAID');
-SELECT idem_cas_status('orders'::regclass, 6::bigint, 'PAID');
+SELECT idem_cas_row('orders'::regclass, 6::bigint, 'PAID');
+SELECT idem_cas_row('orders'::regclass, 6::bigint, 'PAID');
 SELECT * FROM orders_audit;
 -- a BEFORE trigger that skips the row makes the CAS report 'rejected'
 CREATE FUNCTION orders_freeze() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -97,31 +97,31 @@ BEGIN
 END $$;
 CREATE TRIGGER orders_freeze BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTION orders_freeze();
 UPDATE orders SET note = 'frozen' WHERE id = 6;
-SELECT idem_cas_status('orders'::regclass, 6::bigint, 'SHIPPED') AS skipped;
+SELECT idem_cas_row('orders'::regclass, 6::bigint, 'SHIPPED') AS skipped;
 SELECT status FROM orders WHERE id = 6;
 DROP TRIGGER orders_freeze ON orders;
 -- constraints are checked
 ALTER TABLE orders ADD CONSTRAINT no_refund_of_big CHECK (NOT (status = 'REFUNDED' AND amount > 100));
 UPDATE orders SET amount = 500 WHERE id = 4;
-SELECT idem_cas_status('orders'::regclass, 4::bigint, 'REFUNDED');
+SELECT idem_cas_row('orders'::regclass, 4::bigint, 'REFUNDED');
 \echo :LAST_ERROR_SQLSTATE
 
 -- a CAS and the business write in one transaction, rolled back together
 BEGIN;
-SELECT idem_cas_status('orders'::regclass, 5::bigint, 'PAID');
+SELECT idem_cas_row('orders'::regclass, 5::bigint, 'PAID');
 ROLLBACK;
 SELECT status, version FROM orders WHERE id = 5;
 -- two moves of one row in one statement
-SELECT idem_cas_status('orders'::regclass, 5::bigint, 'PAID') AS first,
-       idem_cas_status('orders'::regclass, 5::bigint, 'SHIPPED') AS second;
+SELECT idem_cas_row('orders'::regclass, 5::bigint, 'PAID') AS first,
+       idem_cas_row('orders'::regclass, 5::bigint, 'SHIPPED') AS second;
 SELECT status, version FROM orders WHERE id = 5;
 
 -- NULL status: "no state yet", which may only move to an initial state
 CREATE TABLE drafts (id int PRIMARY KEY, status text);
 INSERT INTO drafts VALUES (1, NULL), (2, NULL);
 SELECT idem_machine_bind('drafts', 'status', 'payment');
-SELECT idem_cas_status('drafts'::regclass, 1, 'PAID') AS from_null_to_paid,
-       idem_cas_status('drafts'::regclass, 1, 'PENDING') AS from_null_to_pending;
+SELECT idem_cas_row('drafts'::regclass, 1, 'PAID') AS from_null_to_paid,
+       idem_cas_row('drafts'::regclass, 1, 'PENDING') AS from_null_to_pending;
 UPDATE drafts SET status = 'PENDING' WHERE id = 2;
 UPDATE drafts SET status = NULL WHERE id = 2;
 -- INSERTs checked on request
@@ -136,14 +136,14 @@ SELECT id, status FROM drafts ORDER BY id;
 CREATE TABLE no_pk (id int, status text);
 INSERT INTO no_pk VALUES (1, 'PENDING');
 SELECT idem_machine_bind('no_pk', 'status', 'payment');
-SELECT idem_cas_status('no_pk'::regclass, 1, 'PAID');
+SELECT idem_cas_row('no_pk'::regclass, 1, 'PAID');
 \echo :LAST_ERROR_SQLSTATE
 UPDATE no_pk SET status = 'SHIPPED';
 CREATE TABLE two_col_pk (a int, b int, status text, PRIMARY KEY (a, b));
 SELECT idem_machine_bind('two_col_pk', 'status', 'payment');
-SELECT idem_cas_status('two_col_pk'::regclass, 1, 'PAID');
+SELECT idem_cas_row('two_col_pk'::regclass, 1, 'PAID');
 CREATE TABLE unbound (id int PRIMARY KEY, status text);
-SELECT idem_cas_status('unbound'::regclass, 1, 'PAID');
+SELECT idem_cas_row('unbound'::regclass, 1, 'PAID');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_machine_bind('unbound', 'nope', 'payment');
 \echo :LAST_ERROR_SQLSTATE
@@ -158,22 +158,22 @@ SELECT idem_machine_bind('orders_view', 'status', 'payment');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_machine_bind(NULL, 'status', 'payment');
 SELECT idem_machine_bind('unbound', NULL, 'payment');
-SELECT idem_cas_status('orders'::regclass, NULL::bigint, 'PAID');
+SELECT idem_cas_row('orders'::regclass, NULL::bigint, 'PAID');
 \echo :LAST_ERROR_SQLSTATE
-SELECT idem_cas_status('orders'::regclass, 1::bigint, NULL);
-SELECT idem_cas_status('orders'::regclass, 1::bigint, 'LOST');
+SELECT idem_cas_row('orders'::regclass, 1::bigint, NULL);
+SELECT idem_cas_row('orders'::regclass, 1::bigint, 'LOST');
 \echo :LAST_ERROR_SQLSTATE
-SELECT idem_cas_status('unbound'::regclass, 1, 'PAID', 1);
+SELECT idem_cas_row('unbound'::regclass, 1, 'PAID', 1);
 SELECT idem_machine_bind('unbound', 'status', 'payment');
-SELECT idem_cas_status('unbound'::regclass, 1, 'PAID', 1);
+SELECT idem_cas_row('unbound'::regclass, 1, 'PAID', 1);
 \echo :LAST_ERROR_SQLSTATE
 BEGIN READ ONLY;
-SELECT idem_cas_status('orders'::regclass, 1::bigint, 'DELIVERED');
+SELECT idem_cas_row('orders'::regclass, 1::bigint, 'DELIVERED');
 \echo :LAST_ERROR_SQLSTATE
 ROLLBACK;
 -- the current status is not a state of the machine
 INSERT INTO unbound VALUES (1, 'LEGACY');
-SELECT idem_cas_status('unbound'::regclass, 1, 'PAID');
+SELECT idem_cas_row('unbound'::regclass, 1, 'PAID');
 \echo :LAST_ERROR_SQLSTATE
 
 -- privileges: only the owner binds; a CAS needs UPDATE, checked as the caller
@@ -183,7 +183,7 @@ GRANT SELECT ON orders TO regress_idem_cas_reader;
 GRANT SELECT, UPDATE ON orders TO regress_idem_cas_writer;
 GRANT INSERT ON orders_audit TO regress_idem_cas_writer;
 SET ROLE regress_idem_cas_reader;
-SELECT idem_cas_status('orders'::regclass, 5::bigint, 'DELIVERED');
+SELECT idem_cas_row('orders'::regclass, 5::bigint, 'DELIVERED');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_machine_bind('orders', 'status', 'payment', 'version');
 \echo :LAST_ERROR_SQLSTATE
@@ -192,13 +192,13 @@ SELECT idem_machine_define('payment', '{"A": []}');
 SELECT idem_machine_drop('payment');
 RESET ROLE;
 SET ROLE regress_idem_cas_writer;
-SELECT idem_cas_status('orders'::regclass, 5::bigint, 'DELIVERED') AS writer;
+SELECT idem_cas_row('orders'::regclass, 5::bigint, 'DELIVERED') AS writer;
 RESET ROLE;
 -- row-level security is not bypassed
 ALTER TABLE orders ENABLE ROW LEVEL SECURITY;
 CREATE POLICY orders_low ON orders USING (id < 3);
 SET ROLE regress_idem_cas_writer;
-SELECT idem_cas_status('orders'::regclass, 4::bigint, 'PAID');
+SELECT idem_cas_row('orders'::regclass, 4::bigint, 'PAID');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 ALTER TABLE orders DISABLE ROW LEVEL SECURITY;

@@ -81,3 +81,10 @@ SELECT idem_cas_status('loop', 'A', 'B');
 SELECT idem_machine_drop('loop');
 \echo :LAST_ERROR_SQLSTATE
 SELECT name FROM idempotency.machines ORDER BY name;
+
+-- one name per meaning: with untyped parameters, as drivers send them, the
+-- checker cannot be confused with a row CAS (which is idem_cas_row)
+PREPARE cas_untyped AS SELECT idem_cas_status($1, $2, $3);
+EXECUTE cas_untyped('order', 'PENDING', 'PAID');
+DEALLOCATE cas_untyped;
+SELECT count(*) AS cas_status_overloads FROM pg_proc WHERE proname = 'idem_cas_status';

@@ -182,7 +182,7 @@ SELECT idem_machine_bind(0, 'status', 'm');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_machine_unbind(0);
 \echo :LAST_ERROR_SQLSTATE
-SELECT idem_cas_status(0::regclass, 1, 'PAID');
+SELECT idem_cas_row(0::regclass, 1, 'PAID');
 \echo :LAST_ERROR_SQLSTATE
 CREATE SEQUENCE purge_seq;
 SELECT idem_purge_policy_add('purge_seq', 'at', '1 day');

@@ -4,7 +4,7 @@
  *
  * idem_machine_bind records in idempotency.machine_bindings that a table's
  * status column follows a machine, and installs the guard trigger
- * (guard.c) on it.  idem_cas_status (cas.c) and the trigger then look the
+ * (guard.c) on it.  idem_cas_row (cas.c) and the trigger then look the
  * binding up by table OID in a per-backend cache, which also resolves the
  * columns to attribute numbers, finds the single-column primary key and
  * keeps the type I/O functions used to read and write the status as text.

@@ -1,6 +1,6 @@
 /*
  * cas.c
- *	  idem_cas_status(rel, key, target, expected_version): a compare-and-set
+ *	  idem_cas_row(rel, key, target, expected_version): a compare-and-set
  *	  of a bound status column, checked against its state machine.
  *
  * The row is found through the table's single-column primary key and
@@ -50,7 +50,7 @@
 #include "idempotency.h"
 #include "machine.h"
 
-PG_FUNCTION_INFO_V1(idem_cas_status_row);
+PG_FUNCTION_INFO_V1(idem_cas_row);
 
 /* Check that the caller may read the key and status and update the status */
 static void
@@ -84,7 +84,7 @@ IdemCasCheckPrivileges(Relation rel, IdemBinding *b)
 	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("idem_cas_status() does not support tables with row-level security"),
+				 errmsg("idem_cas_row() does not support tables with row-level security"),
 				 errdetail("Table \"%s\" has row-level security enabled for this user.",
 						   RelationGetRelationName(rel))));
 	b->acl_user = userid;
@@ -288,14 +288,14 @@ IdemCasSerializationFailure(void)
 }
 
 /*
- * idem_cas_status(rel regclass, key anyelement, target text,
- *				   expected_version bigint) returns text
+ * idem_cas_row(rel regclass, key anyelement, target text,
+ *				expected_version bigint) returns text
  *
- * (Its C name differs from the SQL name because idem_cas_status is
- * overloaded; the pure checker is idem_cas_status_machine in machine.c.)
+ * The row compare-and-set; the pure checker is idem_cas_status, in
+ * machine.c.
  */
 Datum
-idem_cas_status_row(PG_FUNCTION_ARGS)
+idem_cas_row(PG_FUNCTION_ARGS)
 {
 	Oid			relid = DatumGetObjectId(IdemArgNotNull(fcinfo, 0, "table"));
 	text	   *target;
@@ -314,7 +314,7 @@ idem_cas_status_row(PG_FUNCTION_ARGS)
 
 	(void) IdemArgNotNull(fcinfo, 1, "key");
 	target = DatumGetTextPP(IdemArgNotNull(fcinfo, 2, "target state"));
-	IdemCheckWritable("idem_cas_status()");
+	IdemCheckWritable("idem_cas_row()");
 
 	rel = IdemOpenRelationArg(relid, RowExclusiveLock);
 	b = IdemBindingGet(relid, false);
@@ -323,7 +323,7 @@ idem_cas_status_row(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"%s\" has no single-column primary key",
 						RelationGetRelationName(rel)),
-				 errdetail("idem_cas_status() finds rows through a primary key on one column.")));
+				 errdetail("idem_cas_row() finds rows through a primary key on one column.")));
 	if (have_expected && b->version_attno == InvalidAttrNumber)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -38,7 +38,7 @@
 
 PG_FUNCTION_INFO_V1(idem_machine_define);
 PG_FUNCTION_INFO_V1(idem_machine_drop);
-PG_FUNCTION_INFO_V1(idem_cas_status_machine);
+PG_FUNCTION_INFO_V1(idem_cas_status);
 
 /* Cache entry: a machine name and its compiled form */
 typedef struct IdemMachineEntry
@@ -456,11 +456,10 @@ idem_machine_drop(PG_FUNCTION_ARGS)
  *
  * The pure checker: 'applied' if the machine has an edge from current to
  * target, 'already' if they are equal, 'rejected' otherwise.  Touches no
- * table.  (Its C name differs from the SQL name because idem_cas_status is
- * overloaded; see cas.c for the row form.)
+ * table.  The row form is idem_cas_row, in cas.c.
  */
 Datum
-idem_cas_status_machine(PG_FUNCTION_ARGS)
+idem_cas_status(PG_FUNCTION_ARGS)
 {
 	text	   *name = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "machine name"));
 	text	   *current = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "current state"));

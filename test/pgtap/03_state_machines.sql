@@ -27,11 +27,11 @@ SELECT has_function('public', 'idem_machine_drop', ARRAY['text']);
 SELECT has_function('public', 'idem_machine_bind', ARRAY['regclass', 'name', 'text', 'name', 'boolean']);
 SELECT has_function('public', 'idem_machine_unbind', ARRAY['regclass']);
 SELECT has_function('public', 'idem_cas_status', ARRAY['text', 'text', 'text']);
-SELECT has_function('public', 'idem_cas_status', ARRAY['regclass', 'anyelement', 'text', 'bigint']);
+SELECT has_function('public', 'idem_cas_row', ARRAY['regclass', 'anyelement', 'text', 'bigint']);
 SELECT has_function('public', 'idem_state_guard', ARRAY[]::text[]);
 SELECT function_returns('public', 'idem_cas_status', ARRAY['text', 'text', 'text'], 'text');
 SELECT volatility_is('public', 'idem_cas_status', ARRAY['text', 'text', 'text'], 'stable');
-SELECT volatility_is('public', 'idem_cas_status', ARRAY['regclass', 'anyelement', 'text', 'bigint'], 'volatile');
+SELECT volatility_is('public', 'idem_cas_row', ARRAY['regclass', 'anyelement', 'text', 'bigint'], 'volatile');
 
 SELECT function_privs_are('public', 'idem_machine_define', ARRAY['text', 'jsonb'],
                           'public', ARRAY[]::text[], 'defining machines is for administrators');
