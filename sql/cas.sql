@@ -217,6 +217,22 @@ DROP VIEW orders_view;
 DROP TABLE orders_audit, orders, tickets, drafts;
 DROP FUNCTION orders_audit(), orders_freeze();
 SELECT count(*) AS bindings_left FROM idempotency.machine_bindings;
+-- no trigger can move a bound row against its machine: the guard judges
+-- the stored row, after every BEFORE trigger, whatever the UPDATE names
+CREATE TABLE go (id int PRIMARY KEY, status text NOT NULL, note text);
+INSERT INTO go VALUES (1, 'PENDING');
+SELECT idem_machine_bind('go', 'status', 'payment');
+UPDATE go SET status = 'PAID';
+UPDATE go SET status = 'SHIPPED';
+CREATE FUNCTION go_reset() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN NEW.status := 'PENDING'; RETURN NEW; END $$;
+CREATE TRIGGER zzz_reset BEFORE UPDATE ON go FOR EACH ROW EXECUTE FUNCTION go_reset();
+UPDATE go SET note = 'reset';
+\echo :LAST_ERROR_SQLSTATE
+SELECT status, note FROM go;
+DROP TABLE go;
+DROP FUNCTION go_reset();
+
 SELECT idem_machine_drop('payment');
 SELECT idem_machine_drop('ticket');
 DROP ROLE regress_idem_cas_reader, regress_idem_cas_writer;

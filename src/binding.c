@@ -320,14 +320,22 @@ IdemBindTriggers(Relation rel, const char *status_column, bool install,
 		elog(ERROR, "could not drop trigger");
 	if (install)
 	{
-		sql = psprintf("CREATE TRIGGER idem_state_guard BEFORE UPDATE OF %s ON %s"
-					   " FOR EACH ROW EXECUTE FUNCTION %s.idem_state_guard()",
-					   quote_identifier(status_column), relname, schema);
+		/*
+		 * AFTER, with no column list: the guard sees the row as it is
+		 * stored, after every BEFORE trigger, whatever their names and
+		 * whichever columns the UPDATE named.  The WHEN clause keeps
+		 * updates that leave the status alone from queueing an event.
+		 */
+		sql = psprintf("CREATE TRIGGER idem_state_guard AFTER UPDATE ON %s"
+					   " FOR EACH ROW WHEN (OLD.%s IS DISTINCT FROM NEW.%s)"
+					   " EXECUTE FUNCTION %s.idem_state_guard()",
+					   relname, quote_identifier(status_column),
+					   quote_identifier(status_column), schema);
 		if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
 			elog(ERROR, "could not create trigger");
 		if (check_inserts)
 		{
-			sql = psprintf("CREATE TRIGGER idem_state_guard_insert BEFORE INSERT ON %s"
+			sql = psprintf("CREATE TRIGGER idem_state_guard_insert AFTER INSERT ON %s"
 						   " FOR EACH ROW EXECUTE FUNCTION %s.idem_state_guard()",
 						   relname, schema);
 			if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)

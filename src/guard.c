@@ -3,9 +3,12 @@
  *	  idem_state_guard(): the trigger that enforces a state machine on every
  *	  plain UPDATE of a bound status column.
  *
- * idem_machine_bind installs it as BEFORE UPDATE OF <status> FOR EACH ROW
- * (and, with check_inserts, BEFORE INSERT), so that hand-written SQL and
- * other applications cannot break the machine either.  On UPDATE it allows
+ * idem_machine_bind installs it as AFTER UPDATE FOR EACH ROW WHEN the status
+ * changed (and, with check_inserts, AFTER INSERT), so that hand-written SQL
+ * and other applications cannot break the machine either.  AFTER, with no
+ * column list, because it must judge the row as stored: a BEFORE trigger
+ * of the user's that fires later, or an UPDATE that never names the
+ * status, could otherwise change the status behind a BEFORE guard's back.  On UPDATE it allows
  * keeping the same status and any declared transition, and refuses
  * anything else with ERRCODE_IDEM_ILLEGAL_TRANSITION.  A NULL status means
  * "no state yet": it may only move to an initial state.  On INSERT it
@@ -77,13 +80,12 @@ idem_state_guard(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("idem_state_guard() must be called as a trigger")));
-	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
 		!(TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ||
 		  TRIGGER_FIRED_BY_INSERT(trigdata->tg_event)))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("idem_state_guard() must be fired BEFORE INSERT or UPDATE FOR EACH ROW")));
+				 errmsg("idem_state_guard() must be fired for INSERT or UPDATE FOR EACH ROW")));
 
 	rel = trigdata->tg_relation;
 	desc = RelationGetDescr(rel);
