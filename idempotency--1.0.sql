@@ -113,11 +113,12 @@ CREATE TABLE idempotency.purge_runs (
     started_at   timestamptz NOT NULL,
     finished_at  timestamptz NOT NULL,
     target       text        NOT NULL,
-    trigger      text        NOT NULL CHECK (trigger IN ('worker', 'manual')),
+    trigger      text        NOT NULL CHECK (trigger IN ('worker', 'manual', 'procedure')),
     rows_deleted bigint      NOT NULL,
     batches      int         NOT NULL,
     timeouts     int         NOT NULL,
     error        text,
+    application_name text,
     CONSTRAINT purge_runs_pkey PRIMARY KEY (run_id)
 );
 COMMENT ON TABLE idempotency.purge_runs IS 'history of purge rounds; read it through idem_purge_runs';
@@ -366,6 +367,12 @@ CREATE FUNCTION idem_purge(max_rows bigint DEFAULT NULL)
 COMMENT ON FUNCTION idem_purge(bigint) IS
     'purge expired claims, requests, tokens and policy rows now, in this transaction; returns the rows deleted';
 
+CREATE PROCEDURE idem_purge_run(max_rows bigint DEFAULT NULL)
+    AS 'MODULE_PATHNAME', 'idem_purge_run'
+    LANGUAGE C;
+COMMENT ON PROCEDURE idem_purge_run(bigint) IS
+    'purge as the worker does, committing after each batch: CALL it from pg_cron or by hand';
+
 CREATE FUNCTION idem_purge_policy_add(rel regclass, time_column name, ttl interval)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_purge_policy_add'
@@ -389,7 +396,8 @@ CREATE VIEW idem_purge_runs AS
            batches,
            timeouts,
            error                     AS last_error,
-           trigger
+           trigger,
+           application_name
       FROM idempotency.purge_runs;
 COMMENT ON VIEW idem_purge_runs IS 'what the purge deleted, per table and round, newest history only';
 
@@ -479,6 +487,7 @@ REVOKE ALL ON FUNCTION idem_machine_drop(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_forget_dropped_tables() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_stats_reset() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_purge(bigint) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE idem_purge_run(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_table_changed() FROM PUBLIC;
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
 GRANT SELECT ON idempotency.namespaces, idempotency.machines,

@@ -188,3 +188,31 @@ CREATE SEQUENCE purge_seq;
 SELECT idem_purge_policy_add('purge_seq', 'at', '1 day');
 \echo :LAST_ERROR_SQLSTATE
 DROP SEQUENCE purge_seq;
+
+-- CALL idem_purge_run(): the purge as the worker does it, a transaction per
+-- batch (purge_batch_size 10000: 25000 expired claims take three)
+SELECT idem_namespace_define('purge_run', '1 hour');
+SELECT count(*) FILTER (WHERE idem_claim('r-' || g, 'purge_run')) FROM generate_series(1, 25000) g;
+UPDATE idempotency.claims SET claimed_at = claimed_at - interval '2 hours'
+ WHERE ns = (SELECT id FROM idem_namespaces WHERE name = 'purge_run');
+SET application_name = 'purge_run_test';
+CALL idem_purge_run();
+RESET application_name;
+SELECT count(*) AS left_after_run FROM idem_claims WHERE namespace = 'purge_run';
+SELECT "table", rows_deleted, batches, trigger, application_name FROM idem_purge_runs
+ WHERE trigger = 'procedure' ORDER BY started_at;
+CALL idem_purge_run(5);
+-- not inside a transaction block: it commits
+BEGIN;
+CALL idem_purge_run();
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+CALL idem_purge_run(-1);
+\echo :LAST_ERROR_SQLSTATE
+-- admin only
+CREATE ROLE regress_idem_purge_runner;
+SET ROLE regress_idem_purge_runner;
+CALL idem_purge_run();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE regress_idem_purge_runner;

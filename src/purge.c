@@ -51,6 +51,8 @@
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
 #include "storage/lmgr.h"
+#include "nodes/parsenodes.h"
+#include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -70,6 +72,7 @@
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(idem_purge);
+PG_FUNCTION_INFO_V1(idem_purge_run);
 
 /*
  * A batch of the claims table: returns the cursor, rows seen, ns of rows
@@ -326,10 +329,11 @@ IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
 				const char *trigger)
 {
 	IdemCatalog cat = IdemGetCatalog();
-	Oid			argtypes[7] = {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID,
-	INT4OID, INT4OID, TEXTOID};
-	Datum		args[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[8] = {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID,
+	INT4OID, INT4OID, TEXTOID, TEXTOID};
+	Datum		args[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	const char *appname = GetConfigOption("application_name", true, false);
 	Oid			histtypes[1] = {INT4OID};
 	Datum		hist[1];
 
@@ -343,14 +347,18 @@ IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
 		args[6] = CStringGetTextDatum(result->error);
 	else
 		nulls[6] = 'n';
+	if (appname != NULL && appname[0] != '\0')
+		args[7] = CStringGetTextDatum(appname);
+	else
+		nulls[7] = 'n';
 	hist[0] = Int32GetDatum(idem_purge_history);
 
 	(void) IdemOwnerRun(cat.claims, 0,
 						"INSERT INTO idempotency.purge_runs"
 						" (started_at, finished_at, target, trigger, rows_deleted,"
-						"  batches, timeouts, error)"
-						" VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7)",
-						7, argtypes, args, nulls, NULL, NULL);
+						"  batches, timeouts, error, application_name)"
+						" VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7, $8)",
+						8, argtypes, args, nulls, NULL, NULL);
 	(void) IdemOwnerRun(cat.claims, 0,
 						"DELETE FROM idempotency.purge_runs"
 						" WHERE run_id <= (SELECT max(run_id) FROM idempotency.purge_runs) - $1",
@@ -702,4 +710,119 @@ idem_purge(PG_FUNCTION_ARGS)
 			IdemPurgeRecord(target, &result, "manual");
 	}
 	PG_RETURN_INT64(total);
+}
+
+/*
+ * idem_purge_run(max_rows bigint) procedure
+ *
+ * Purges as the worker does, for pg_cron and operators: every target in
+ * batches, each batch committed on its own, so that a claimer taking over
+ * an expired id the purge passed waits for one batch at most, not for the
+ * whole call as with idem_purge().  Must be CALLed outside a transaction
+ * block.  A failing table gets a WARNING and a recorded error while the
+ * others go on; cancels and timeouts stop it.  Runs are recorded with
+ * trigger 'procedure'.
+ */
+Datum
+idem_purge_run(PG_FUNCTION_ARGS)
+{
+	int64		max_rows = PG_ARGISNULL(0) ? PG_INT64_MAX : PG_GETARG_INT64(0);
+	bool		nonatomic = fcinfo->context != NULL &&
+		IsA(fcinfo->context, CallContext) &&
+		!castNode(CallContext, fcinfo->context)->atomic;
+	MemoryContext cxt;
+	List	   *targets;
+	ListCell   *lc;
+	volatile int64 total = 0;
+
+	if (!nonatomic)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
+				 errmsg("idem_purge_run() cannot run inside a transaction block"),
+				 errhint("CALL it on its own, as pg_cron runs a job; inside a transaction, use SELECT idem_purge().")));
+	if (max_rows < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_rows must not be negative")));
+	PreventCommandIfReadOnly("idem_purge_run()");
+
+	/* what must survive the commits lives in a context of our own */
+	cxt = AllocSetContextCreate(TopMemoryContext, "idem_purge_run",
+								ALLOCSET_DEFAULT_SIZES);
+	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect_ext failed");
+	PG_TRY();
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+
+		targets = IdemPurgeTargets();
+		MemoryContextSwitchTo(oldcxt);
+		foreach(lc, targets)
+		{
+			IdemPurgeTarget *target = lfirst(lc);
+			IdemPurgeResult result;
+			ItemPointerData cursor;
+			bool		more = true;
+
+			memset(&result, 0, sizeof(result));
+			result.started_at = GetCurrentTimestamp();
+			ItemPointerSet(&cursor, 0, 0);
+			while (more && total + result.rows < max_rows && result.error == NULL)
+			{
+				volatile int batch = (int) Min((int64) idem_purge_batch_size,
+											  max_rows - total - result.rows);
+				ResourceOwner oldowner = CurrentResourceOwner;
+
+				CHECK_FOR_INTERRUPTS();
+#if PG_VERSION_NUM >= 140000
+				EnsurePortalSnapshotExists();
+#endif
+				BeginInternalSubTransaction(NULL);
+				MemoryContextSwitchTo(cxt);
+				PG_TRY();
+				{
+					result.rows += IdemPurgeBatch(target, batch, &cursor, &more);
+					result.batches++;
+					ReleaseCurrentSubTransaction();
+					CurrentResourceOwner = oldowner;
+				}
+				PG_CATCH();
+				{
+					ErrorData  *edata;
+
+					MemoryContextSwitchTo(cxt);
+					edata = CopyErrorData();
+					FlushErrorState();
+					RollbackAndReleaseCurrentSubTransaction();
+					MemoryContextSwitchTo(cxt);
+					CurrentResourceOwner = oldowner;
+					if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+						ReThrowError(edata);
+					result.error = edata->message;
+					ereport(WARNING,
+							(errcode(edata->sqlerrcode),
+							 errmsg("could not purge %s: %s", target->label, edata->message)));
+				}
+				PG_END_TRY();
+				MemoryContextSwitchTo(oldcxt);
+				SPI_commit();	/* one batch, one transaction */
+			}
+			total += result.rows;
+			if (result.rows > 0 || result.error != NULL)
+			{
+#if PG_VERSION_NUM >= 140000
+				EnsurePortalSnapshotExists();
+#endif
+				IdemPurgeRecord(target, &result, "procedure");
+				SPI_commit();
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		MemoryContextDelete(cxt);
+	}
+	PG_END_TRY();
+	SPI_finish();
+	PG_RETURN_VOID();
 }
