@@ -626,6 +626,32 @@ IdemPurgeDatabaseRound(void)
 }
 
 /*
+ * In the PG_CATCH of a table's purge in a subtransaction: roll the
+ * subtransaction back, restore cxt and owner, and warn; returns the error
+ * message, allocated in cxt.  A cancel, a statement timeout or a
+ * termination is meant for the whole statement, not for one table: it is
+ * thrown again.
+ */
+static char *
+IdemPurgeTableFailed(IdemPurgeTarget *target, MemoryContext cxt, ResourceOwner owner)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+		ReThrowError(edata);
+	ereport(WARNING,
+			(errcode(edata->sqlerrcode),
+			 errmsg("could not purge %s: %s", target->label, edata->message)));
+	return edata->message;
+}
+
+/*
  * idem_purge(max_rows bigint) returns bigint
  *
  * Purges now, in the caller's transaction, across the claims and the
@@ -684,26 +710,8 @@ idem_purge(PG_FUNCTION_ARGS)
 		}
 		PG_CATCH();
 		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(oldcxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-
-			/*
-			 * A cancel, a statement timeout or a termination is meant for
-			 * the whole statement, not for one table: let it through.
-			 */
-			if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
-				ReThrowError(edata);
 			result.rows = 0;
-			result.error = edata->message;
-			ereport(WARNING,
-					(errcode(edata->sqlerrcode),
-					 errmsg("could not purge %s: %s", target->label, edata->message)));
+			result.error = IdemPurgeTableFailed(target, oldcxt, oldowner);
 		}
 		PG_END_TRY();
 		if (result.rows > 0 || result.error != NULL)
@@ -788,20 +796,7 @@ idem_purge_run(PG_FUNCTION_ARGS)
 				}
 				PG_CATCH();
 				{
-					ErrorData  *edata;
-
-					MemoryContextSwitchTo(cxt);
-					edata = CopyErrorData();
-					FlushErrorState();
-					RollbackAndReleaseCurrentSubTransaction();
-					MemoryContextSwitchTo(cxt);
-					CurrentResourceOwner = oldowner;
-					if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
-						ReThrowError(edata);
-					result.error = edata->message;
-					ereport(WARNING,
-							(errcode(edata->sqlerrcode),
-							 errmsg("could not purge %s: %s", target->label, edata->message)));
+					result.error = IdemPurgeTableFailed(target, cxt, oldowner);
 				}
 				PG_END_TRY();
 				MemoryContextSwitchTo(oldcxt);
