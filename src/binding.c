@@ -268,7 +268,7 @@ IdemBindingGet(Oid relid, bool missing_ok)
 		b = hash_search(idem_binding_cache, &relid, HASH_ENTER, &found);
 		*b = fill;
 		if (IsInParallelMode())
-			IdemGenCacheRetireAtEnd(&idem_binding_gen);	/* read under the query's snapshot */
+			IdemGenCacheResetAtEnd(&idem_binding_gen, IdemBindingCacheReset);	/* read under the query's snapshot */
 	}
 	return b;
 }

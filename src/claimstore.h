@@ -16,6 +16,9 @@
 #include "claimrel.h"
 #include "namespace.h"
 
+/* Indexes an IdemStore holds without allocating */
+#define IDEM_STORE_INLINE_INDEXES	4
+
 /* What IdemStoreClaim decided */
 typedef enum IdemClaimOutcome
 {
@@ -33,6 +36,9 @@ typedef struct IdemStore
 	IdemClaimRel *layout;		/* what the direct path knows of it */
 	Relation   *indexes;		/* its indexes, in layout order, each NULL
 								 * until first needed */
+	Relation	inline_indexes[IDEM_STORE_INLINE_INDEXES];	/* room for the
+															 * usual few, to
+															 * spare a palloc */
 	bool		all_indexes;	/* all of them are open */
 	LOCKMODE	lockmode;
 	BulkInsertState bistate;	/* for batches, else NULL */

@@ -50,30 +50,19 @@ IdemInvalRelcacheCallback(Datum arg pg_attribute_unused(), Oid relid)
 		idem_relcache_handlers[i] (relid);
 }
 
-/* Roles or memberships changed */
+/* A role, a membership or a schema changed: arg says which handlers */
 static void
-IdemInvalRoleCallback(Datum arg pg_attribute_unused(),
-					  int cacheid pg_attribute_unused(),
-					  uint32 hashvalue pg_attribute_unused())
+IdemInvalSyscacheCallback(Datum arg, int cacheid pg_attribute_unused(),
+						  uint32 hashvalue pg_attribute_unused())
 {
+	bool		schemas = DatumGetBool(arg);
+	IdemInvalHandler *handlers = schemas ? idem_schema_handlers : idem_role_handlers;
+	int			n = schemas ? idem_schema_nhandlers : idem_role_nhandlers;
 	int			i;
 
 	idem_inval_counter++;
-	for (i = 0; i < idem_role_nhandlers; i++)
-		idem_role_handlers[i] ();
-}
-
-/* A schema changed: ours may be gone */
-static void
-IdemInvalSchemaCallback(Datum arg pg_attribute_unused(),
-						int cacheid pg_attribute_unused(),
-						uint32 hashvalue pg_attribute_unused())
-{
-	int			i;
-
-	idem_inval_counter++;
-	for (i = 0; i < idem_schema_nhandlers; i++)
-		idem_schema_handlers[i] ();
+	for (i = 0; i < n; i++)
+		handlers[i] ();
 }
 
 /* Free retired generations once no caller can hold a pointer into them */
@@ -91,10 +80,12 @@ IdemInvalXactCallback(XactEvent event, void *arg pg_attribute_unused())
 	{
 		ListCell   *lc;
 
-		if (gc->retire_at_end)
+		if (gc->reset_at_end != NULL)
 		{
-			gc->retire_at_end = false;
-			IdemGenCacheRetire(gc);
+			IdemInvalHandler reset = gc->reset_at_end;
+
+			gc->reset_at_end = NULL;
+			reset();			/* forgets its pointers, retires the generation */
 		}
 
 		foreach(lc, gc->retired)
@@ -109,9 +100,9 @@ void
 IdemInvalInit(void)
 {
 	CacheRegisterRelcacheCallback(IdemInvalRelcacheCallback, (Datum) 0);
-	CacheRegisterSyscacheCallback(AUTHOID, IdemInvalRoleCallback, (Datum) 0);
-	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, IdemInvalRoleCallback, (Datum) 0);
-	CacheRegisterSyscacheCallback(NAMESPACEOID, IdemInvalSchemaCallback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, IdemInvalSyscacheCallback, BoolGetDatum(false));
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, IdemInvalSyscacheCallback, BoolGetDatum(false));
+	CacheRegisterSyscacheCallback(NAMESPACEOID, IdemInvalSyscacheCallback, BoolGetDatum(true));
 	RegisterXactCallback(IdemInvalXactCallback, NULL);
 }
 
@@ -185,15 +176,16 @@ IdemGenCacheRegister(IdemGenCache *gc)
 }
 
 /*
- * Retire the current generation at the end of this transaction: for
- * entries read in parallel mode, under the transaction's snapshot rather
- * than the latest state, which must not outlive the transaction.
+ * Have the cache's owner reset it (drop its pointers into the current
+ * generation and retire it) at the end of this transaction: for entries
+ * read in parallel mode, under the transaction's snapshot rather than the
+ * latest state, which must not outlive the transaction.
  */
 void
-IdemGenCacheRetireAtEnd(IdemGenCache *gc)
+IdemGenCacheResetAtEnd(IdemGenCache *gc, IdemInvalHandler reset)
 {
 	IdemGenCacheRegister(gc);
-	gc->retire_at_end = true;
+	gc->reset_at_end = reset;
 }
 
 /* Retire the current generation; it is freed at transaction end */

@@ -30,12 +30,13 @@ typedef struct IdemGenCache
 	const char *name;			/* of its memory contexts */
 	MemoryContext cxt;			/* current generation, or NULL */
 	List	   *retired;		/* generations to free at transaction end */
-	bool		retire_at_end;	/* retire the current one at transaction end */
+	IdemInvalHandler reset_at_end;	/* the owner's reset, to call at
+									 * transaction end, or NULL */
 	bool		registered;		/* on the list swept at transaction end */
 	struct IdemGenCache *next;
 } IdemGenCache;
 
-#define IDEM_GEN_CACHE_INIT(name)	{(name), NULL, NIL, false, false, NULL}
+#define IDEM_GEN_CACHE_INIT(name)	{(name), NULL, NIL, NULL, false, NULL}
 
 extern void IdemInvalInit(void);
 extern void IdemInvalOnRelcache(IdemRelcacheHandler handler);
@@ -45,6 +46,6 @@ extern uint64 IdemInvalCounter(void);
 
 extern MemoryContext IdemGenCacheContext(IdemGenCache *gc);
 extern void IdemGenCacheRetire(IdemGenCache *gc);
-extern void IdemGenCacheRetireAtEnd(IdemGenCache *gc);
+extern void IdemGenCacheResetAtEnd(IdemGenCache *gc, IdemInvalHandler reset);
 
 #endif							/* IDEM_INVAL_H */

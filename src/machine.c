@@ -357,7 +357,7 @@ IdemMachineGet(const char *name, int len)
 	m = IdemMachineCompile(key, transitions);
 	MemoryContextSwitchTo(oldcxt);
 	if (IsInParallelMode())
-		IdemGenCacheRetireAtEnd(&idem_machine_gen);	/* read under the query's snapshot */
+		IdemGenCacheResetAtEnd(&idem_machine_gen, IdemMachineCacheReset);	/* read under the query's snapshot */
 
 	entry = hash_search(idem_machine_cache, key, HASH_ENTER, &found);
 	entry->machine = m;

@@ -239,6 +239,15 @@ IdemNamespaceExpiry(const IdemNamespace *ns, TimestampTz claimed_at)
 												 IntervalPGetDatum(&ns->ttl)));
 }
 
+/* Set ns's TTL, and the exact length expiry uses when it has no months */
+static void
+IdemNamespaceSetTtl(IdemNamespace *ns, const Interval *ttl)
+{
+	ns->ttl = *ttl;
+	ns->ttl_is_exact = (ttl->month == 0);
+	ns->ttl_usecs = ttl->day * USECS_PER_DAY + ttl->time;
+}
+
 /* Collects the (id, ttl) rows of IdemNamespaceLoadAll */
 typedef struct IdemNamespaceList
 {
@@ -263,9 +272,7 @@ IdemNamespaceCollect(HeapTuple tuple, TupleDesc desc, void *arg)
 	entry = &list->all[list->n++];
 	memset(entry, 0, sizeof(*entry));
 	entry->id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
-	entry->ttl = *DatumGetIntervalP(SPI_getbinval(tuple, desc, 2, &isnull));
-	entry->ttl_is_exact = (entry->ttl.month == 0);
-	entry->ttl_usecs = entry->ttl.day * USECS_PER_DAY + entry->ttl.time;
+	IdemNamespaceSetTtl(entry, DatumGetIntervalP(SPI_getbinval(tuple, desc, 2, &isnull)));
 }
 
 /*
@@ -453,17 +460,20 @@ IdemNamespaceLoad(const IdemCatalog *cat, const char *name, bool create,
 
 		InitDirtySnapshot(dirty);
 		IdemNamespaceLockName(name, true);
-		IdemNamespaceScan(cat, name, &dirty, &row);
-		if (!row.found || !row.ours)
+		/* committed meanwhile, by a writer we waited for: nothing to write */
+		IdemNamespaceScan(cat, name, SnapshotSelf, &row);
+		if (!row.found)
+		{
+			/* adopt the id of a row in flight, or make a new one */
+			IdemNamespaceScan(cat, name, &dirty, &row);
 			IdemNamespaceWrite(cat, name, NULL, false, &row);
+		}
 		IdemNamespaceLockName(name, false);
 	}
 	if (!row.found)
 		return false;
 	entry->id = row.id;
-	entry->ttl = row.ttl;
-	entry->ttl_is_exact = (row.ttl.month == 0);
-	entry->ttl_usecs = row.ttl.day * USECS_PER_DAY + row.ttl.time;
+	IdemNamespaceSetTtl(entry, &row.ttl);
 	*tentative = row.ours;
 	return true;
 }
@@ -535,9 +545,7 @@ IdemNamespaceGet(const text *name, bool create, IdemNamespace *out)
 
 	entry = hash_search(idem_ns_cache, key, HASH_ENTER, &found);
 	entry->id = loaded.id;
-	entry->ttl = loaded.ttl;
-	entry->ttl_is_exact = loaded.ttl_is_exact;
-	entry->ttl_usecs = loaded.ttl_usecs;
+	IdemNamespaceSetTtl(entry, &loaded.ttl);
 	entry->tentative = tentative;
 	entry->stats = IdemStatsLookup(MyDatabaseId, cat.namespaces, loaded.id);
 	idem_ns_have_tentative |= tentative;

@@ -58,7 +58,7 @@ IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid, bool pin_search_path)
  * as they are now, or a REPEATABLE READ transaction could load, and leave
  * in the cache, a definition replaced since its snapshot was taken.
  */
-int
+static int
 IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
 			   const char *nulls, bool read_only, long tcount)
 {

@@ -35,7 +35,5 @@ extern void IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid);
 extern void IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid,
 							  bool pin_search_path);
 extern void IdemOwnerScopeEnd(IdemOwnerScope *scope);
-extern int	IdemSpiExecute(const char *sql, int nargs, Oid *argtypes, Datum *values,
-						   const char *nulls, bool read_only, long tcount);
 
 #endif							/* IDEM_OWNERSPI_H */
