@@ -22,6 +22,7 @@ OBJS = \
 	src/policy.o \
 	src/purge.o \
 	src/request.o \
+	src/rowseek.o \
 	src/shmem.o \
 	src/spectoken.o \
 	src/stats.o \

@@ -38,9 +38,28 @@ SELECT ctid = :'ctid_before' AS same_tuple, version FROM orders WHERE id = 1;
 SELECT idem_cas_row('orders'::regclass, 3, 'PAID') AS int4_key;
 SELECT idem_cas_row('orders'::regclass, 3::smallint, 'SHIPPED') AS int2_key;
 SELECT idem_cas_row('orders'::regclass, '3'::text, 'DELIVERED') AS text_key;
-SELECT idem_cas_row('orders'::regclass, 3.0, 'DELIVERED') AS numeric_key_by_assignment_cast;
+-- only as "WHERE id = $1" would: implicit casts, or input from a text value;
+-- numeric would need an assignment cast, which rounds
+SELECT idem_cas_row('orders'::regclass, 3.5, 'DELIVERED') AS numeric_key;
+\echo :LAST_ERROR_SQLSTATE
 SELECT idem_cas_row('orders'::regclass, now(), 'PAID');
 \echo :LAST_ERROR_SQLSTATE
+-- an untyped parameter cannot decide anyelement: drivers cast the key
+PREPARE cas_untyped AS SELECT idem_cas_row('orders', $1, $2);
+\echo :LAST_ERROR_SQLSTATE
+PREPARE cas_text AS SELECT idem_cas_row('orders', $1::text, $2);
+EXECUTE cas_text('3', 'DELIVERED');
+EXECUTE cas_text('three', 'DELIVERED');
+\echo :LAST_ERROR_SQLSTATE
+DEALLOCATE cas_text;
+-- a key longer than a varchar key column allows is simply missing
+CREATE TABLE codes (code varchar(4) PRIMARY KEY, status text NOT NULL DEFAULT 'PENDING');
+INSERT INTO codes VALUES ('AB');
+SELECT idem_machine_bind('codes', 'status', 'payment');
+SELECT idem_cas_row('codes'::regclass, 'AB'::text, 'PAID') AS short_key,
+       idem_cas_row('codes'::regclass, 'ABCDEFG'::text, 'PAID') AS long_key,
+       idem_cas_row('codes'::regclass, 'AB'::name, 'PAID') AS name_key;
+DROP TABLE codes;
 
 -- uuid keys, an enum status, no version column
 CREATE TYPE ticket_state AS ENUM ('OPEN', 'CLOSED');
@@ -100,6 +119,24 @@ UPDATE orders SET note = 'frozen' WHERE id = 6;
 SELECT idem_cas_row('orders'::regclass, 6::bigint, 'SHIPPED') AS skipped;
 SELECT status FROM orders WHERE id = 6;
 DROP TRIGGER orders_freeze ON orders;
+-- per-column triggers see the CAS as an UPDATE of the status and version
+CREATE TABLE orders_col_audit (trigger_name text, id bigint);
+CREATE FUNCTION orders_col_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO orders_col_audit VALUES (TG_NAME, NEW.id);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER of_status AFTER UPDATE OF status ON orders FOR EACH ROW EXECUTE FUNCTION orders_col_audit();
+CREATE TRIGGER of_version BEFORE UPDATE OF version ON orders FOR EACH ROW EXECUTE FUNCTION orders_col_audit();
+CREATE TRIGGER of_note AFTER UPDATE OF note ON orders FOR EACH ROW EXECUTE FUNCTION orders_col_audit();
+SELECT idem_cas_row('orders'::regclass, 6::bigint, 'SHIPPED') AS applied,
+       idem_cas_row('orders'::regclass, 6::bigint, 'SHIPPED') AS already;
+SELECT * FROM orders_col_audit ORDER BY trigger_name;
+DROP TRIGGER of_status ON orders;
+DROP TRIGGER of_version ON orders;
+DROP TRIGGER of_note ON orders;
+DROP TABLE orders_col_audit;
+DROP FUNCTION orders_col_audit();
 -- constraints are checked
 ALTER TABLE orders ADD CONSTRAINT no_refund_of_big CHECK (NOT (status = 'REFUNDED' AND amount > 100));
 UPDATE orders SET amount = 500 WHERE id = 4;

@@ -4,12 +4,15 @@
  *	  of a bound status column, checked against its state machine.
  *
  * The row is found through the table's single-column primary key and
- * updated natively, with no SQL text: a dirty-snapshot probe of the key
- * (waiting for any transaction modifying the row, as UPDATE does), a
- * decision against the machine, and only if the move is legal a row lock
- * and an update through ExecSimpleRelationUpdate, the executor entry point
- * logical replication uses.  So row triggers fire, constraints are checked
- * and indexes maintained as for UPDATE; statement triggers do not fire.
+ * updated natively, with no SQL text, through rowseek.c's loop: a
+ * dirty-snapshot probe of the key (waiting for any transaction modifying
+ * the row, as UPDATE does), a decision against the machine, and only if the
+ * move is legal a row lock and an update through ExecSimpleRelationUpdate,
+ * the executor entry point logical replication uses.  To every trigger,
+ * constraint and index it is an UPDATE of the status (and version)
+ * columns: the columns are marked updated, so per-column triggers fire and
+ * the index AMs get the right indexUnchanged hints; statement triggers do
+ * not fire.
  *
  * Outcomes: 'applied' (moved, version + 1), 'already' (at target: nothing
  * written), 'rejected' (no edge: nothing written), 'stale' (the version
@@ -19,7 +22,15 @@
  * first, then decides against the row it left.  In READ COMMITTED the
  * decision is made on the latest committed version, like UPDATE after
  * EvalPlanQual; in REPEATABLE READ a version committed after the snapshot
- * gives a serialization failure.
+ * gives a serialization failure.  In SERIALIZABLE the key is also read
+ * through the transaction snapshot first, taking the predicate locks that
+ * the scan of "UPDATE ... WHERE key = $1 AND status = ..." takes, so an
+ * outcome that writes nothing still counts as a read in SSI's conflict
+ * tracking.
+ *
+ * The key is converted to the primary key's type as the parser would
+ * convert it in "WHERE key = $1": implicit casts, or input conversion from
+ * a text argument.
  */
 #include "postgres.h"
 
@@ -30,6 +41,8 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "executor/executor.h"
 #include "commands/trigger.h"
 #include "miscadmin.h"
@@ -49,6 +62,7 @@
 #include "catalog.h"
 #include "idempotency.h"
 #include "machine.h"
+#include "rowseek.h"
 
 PG_FUNCTION_INFO_V1(idem_cas_row);
 
@@ -91,36 +105,49 @@ IdemCasCheckPrivileges(Relation rel, IdemBinding *b)
 	b->acl_ok = true;
 }
 
-/* The key argument converted to the primary key column's type */
+/* How one call site converts its key argument, kept in fn_extra */
+typedef struct IdemCasKeyCast
+{
+	Oid			argtype;
+	Oid			pk_type;
+	ExprState  *expr;			/* the conversion, or NULL for none */
+	ExprContext *econtext;
+} IdemCasKeyCast;
+
+/*
+ * The key argument converted to the primary key column's type, by the
+ * parser's coercion machinery, as "WHERE key = $1" would convert it: an
+ * implicit cast, or for a text argument the type's input function.  The
+ * typmod is left out, so a key too long for the column is simply missing,
+ * as in a WHERE clause.
+ */
 static Datum
 IdemCasKey(FunctionCallInfo fcinfo, Relation rel, IdemBinding *b)
 {
 	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, 1);
-	Datum		key = PG_GETARG_DATUM(1);
-	CoercionPathType path;
-	Oid			funcid;
+	IdemCasKeyCast *cast = (IdemCasKeyCast *) fcinfo->flinfo->fn_extra;
+	bool		isnull;
+	Datum		key;
 
 	if (argtype == b->pk_type)
-		return key;
-	if (argtype == UNKNOWNOID)
-		argtype = TEXTOID;
-	path = find_coercion_pathway(b->pk_type, argtype, COERCION_ASSIGNMENT, &funcid);
-	switch (path)
-	{
-		case COERCION_PATH_RELABELTYPE:
-			return key;
-		case COERCION_PATH_FUNC:
-			return OidFunctionCall1(funcid, key);
-		default:
-			if (argtype == TEXTOID || argtype == VARCHAROID)
-			{
-				Oid			typinput;
-				Oid			typioparam;
+		return PG_GETARG_DATUM(1);
 
-				getTypeInputInfo(b->pk_type, &typinput, &typioparam);
-				return OidInputFunctionCall(typinput, TextDatumGetCString(key),
-											typioparam, -1);
-			}
+	if (cast == NULL || cast->argtype != argtype || cast->pk_type != b->pk_type)
+	{
+		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+		CaseTestExpr *arg = makeNode(CaseTestExpr);
+		Node	   *expr;
+		bool		from_text = (argtype == UNKNOWNOID ||
+								 TypeCategory(argtype) == TYPCATEGORY_STRING);
+
+		arg->typeId = argtype == UNKNOWNOID ? TEXTOID : argtype;
+		arg->typeMod = -1;
+		arg->collation = get_typcollation(arg->typeId);
+		expr = coerce_to_target_type(NULL, (Node *) arg, arg->typeId,
+									 b->pk_type, -1,
+									 from_text ? COERCION_EXPLICIT : COERCION_IMPLICIT,
+									 COERCE_IMPLICIT_CAST, -1);
+		if (expr == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("key of type %s does not match the primary key of \"%s\"",
@@ -129,8 +156,32 @@ IdemCasKey(FunctionCallInfo fcinfo, Relation rel, IdemBinding *b)
 							   get_attname(RelationGetRelid(rel), b->pk_attno, false),
 							   format_type_be(b->pk_type)),
 					 errhint("Cast the key to %s.", format_type_be(b->pk_type))));
+		if (cast == NULL)
+		{
+			cast = palloc0(sizeof(IdemCasKeyCast));
+			cast->econtext = CreateStandaloneExprContext();
+			fcinfo->flinfo->fn_extra = cast;
+		}
+		cast->argtype = argtype;
+		cast->pk_type = b->pk_type;
+		/* binary-coercible types need no conversion */
+		while (IsA(expr, RelabelType))
+			expr = (Node *) ((RelabelType *) expr)->arg;
+		cast->expr = IsA(expr, CaseTestExpr) ? NULL : ExecInitExpr((Expr *) expr, NULL);
+		MemoryContextSwitchTo(old);
 	}
-	return (Datum) 0;			/* not reached */
+	if (cast->expr == NULL)
+		return PG_GETARG_DATUM(1);
+
+	ResetExprContext(cast->econtext);
+	cast->econtext->caseValue_datum = PG_GETARG_DATUM(1);
+	cast->econtext->caseValue_isNull = false;
+	key = ExecEvalExprSwitchContext(cast->expr, cast->econtext, &isnull);
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("key must not be null")));
+	return key;
 }
 
 /* The integer value of the version column in slot; NULL counts as 0 */
@@ -176,21 +227,35 @@ IdemCasVersionDatum(IdemBinding *b, int64 v)
 	}
 }
 
-/*
- * Probe the primary key for key under a dirty snapshot; stores the first
- * visible row version in slot.  Returns false if there is none.
- */
+/* One CAS: its seek loop, and what it decides against */
+typedef struct IdemCasSeek
+{
+	IdemRowSeek seek;			/* first: the callbacks cast it back */
+	Relation	index;			/* the primary key */
+	IdemBinding *b;
+	IdemMachine *m;
+	Datum		key;
+	int			to;				/* the target state */
+	bool		have_expected;
+	int64		expected;
+	SnapshotData dirty;
+	bool		predicate_locked;	/* SERIALIZABLE: the snapshot read done */
+	/* the decision on the row last found */
+	IdemCasOutcome outcome;
+	int64		version;
+} IdemCasSeek;
+
+/* Read the primary key for the key under snapshot into slot */
 static bool
-IdemCasProbe(Relation rel, Relation index, IdemBinding *b, Datum key,
-			 Snapshot dirty, TupleTableSlot *slot)
+IdemCasIndexScan(IdemCasSeek *cs, Snapshot snapshot, TupleTableSlot *slot)
 {
 	ScanKeyData skey;
 	IndexScanDesc scan;
 	bool		found;
 
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   b->pk_collation, b->pk_eqproc, key);
-	scan = index_beginscan(rel, index, dirty, 1, 0);
+						   cs->b->pk_collation, cs->b->pk_eqproc, cs->key);
+	scan = index_beginscan(cs->seek.heap, cs->index, snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);
@@ -198,9 +263,74 @@ IdemCasProbe(Relation rel, Relation index, IdemBinding *b, Datum key,
 }
 
 /*
+ * The seek's probe: the first row version for the key under a dirty
+ * snapshot.  Under SERIALIZABLE the key is read once through the
+ * transaction snapshot first, for its predicate locks: on the index page,
+ * which covers a missing key, and on the version the snapshot sees.
+ */
+static bool
+IdemCasProbe(IdemRowSeek *seek)
+{
+	IdemCasSeek *cs = (IdemCasSeek *) seek;
+	TupleTableSlot *slot = seek->lockslot;
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+
+	if (IsolationIsSerializable() && !cs->predicate_locked)
+	{
+		(void) IdemCasIndexScan(cs, GetActiveSnapshot(), slot);
+		cs->predicate_locked = true;
+	}
+	if (!IdemCasIndexScan(cs, &cs->dirty, slot))
+		return false;
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	IdemRowSeekNoteDirty(seek, &cs->dirty,
+						 ExecFetchSlotHeapTuple(slot, false, NULL), bslot->buffer);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	return true;
+}
+
+/* The seek's decision: the machine's verdict on the row found */
+static IdemRowAction
+IdemCasDecide(IdemRowSeek *seek)
+{
+	IdemCasSeek *cs = (IdemCasSeek *) seek;
+	IdemBinding *b = cs->b;
+	bool		isnull;
+	Datum		status = slot_getattr(seek->lockslot, b->status_attno, &isnull);
+	int			from = -1;
+
+	if (!isnull)
+	{
+		char	   *name = IdemBindingStatusText(b, status);
+
+		from = IdemMachineRequireState(cs->m, name, strlen(name));
+	}
+	cs->version = b->version_attno != InvalidAttrNumber ?
+		IdemCasVersion(b, seek->lockslot) : 0;
+
+	if (cs->have_expected && cs->version != cs->expected)
+		cs->outcome = IDEM_CAS_STALE;
+	else if (from < 0)
+		cs->outcome = cs->m->initial[cs->to] ? IDEM_CAS_APPLIED : IDEM_CAS_REJECTED;
+	else
+		cs->outcome = IdemMachineStep(cs->m, from, cs->to);
+	return cs->outcome == IDEM_CAS_APPLIED ? IDEM_ROW_LOCK : IDEM_ROW_KEEP;
+}
+
+/* The serialization failure of a CAS under a transaction snapshot */
+static void
+pg_attribute_noreturn()
+IdemCasSerializationFailure(IdemRowSeek *seek pg_attribute_unused())
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not serialize access due to concurrent update")));
+}
+
+/*
  * Write the new status (and version) into the locked row in oldslot,
- * through the executor's simple update path.  Returns false if a BEFORE
- * trigger cancelled the update.
+ * through the executor's simple update path, as an UPDATE of exactly those
+ * columns.  Returns false if a BEFORE trigger cancelled the update.
  */
 static bool
 IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
@@ -212,7 +342,14 @@ IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
 	EPQState	epqstate;
 	TupleTableSlot *newslot;
 	int			natts = RelationGetDescr(rel)->natts;
+	Bitmapset  *updated_cols;
 	bool		updated;
+
+	/* the columns an UPDATE would name: per-column triggers, index hints */
+	updated_cols = bms_make_singleton(b->status_attno - FirstLowInvalidHeapAttributeNumber);
+	if (bump)
+		updated_cols = bms_add_member(updated_cols,
+									  b->version_attno - FirstLowInvalidHeapAttributeNumber);
 
 	rte->rtekind = RTE_RELATION;
 	rte->relid = RelationGetRelid(rel);
@@ -221,11 +358,13 @@ IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
 #if PG_VERSION_NUM >= 160000
 	{
 		List	   *perminfos = NIL;
+		RTEPermissionInfo *perminfo = addRTEPermissionInfo(&perminfos, rte);
 
-		addRTEPermissionInfo(&perminfos, rte);
+		perminfo->updatedCols = updated_cols;
 		ExecInitRangeTable(estate, list_make1(rte), perminfos);
 	}
 #else
+	rte->updatedCols = updated_cols;
 	ExecInitRangeTable(estate, list_make1(rte));
 #endif
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
@@ -278,15 +417,6 @@ IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
 	return updated;
 }
 
-/* The serialization failure of a REPEATABLE READ CAS */
-static void
-IdemCasSerializationFailure(void)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("could not serialize access due to concurrent update")));
-}
-
 /*
  * idem_cas_row(rel regclass, key anyelement, target text,
  *				expected_version bigint) returns text
@@ -299,24 +429,28 @@ idem_cas_row(PG_FUNCTION_ARGS)
 {
 	Oid			relid = DatumGetObjectId(IdemArgNotNull(fcinfo, 0, "table"));
 	text	   *target;
-	bool		have_expected = PG_NARGS() > 3 && !PG_ARGISNULL(3);
-	int64		expected = have_expected ? PG_GETARG_INT64(3) : 0;
 	Relation	rel;
-	Relation	index;
 	IdemBinding *b;
-	IdemMachine *m;
-	Datum		key;
 	Datum		target_datum;
-	int			to;
-	SnapshotData dirty;
-	TupleTableSlot *slot;
-	IdemCasOutcome outcome;
+	IdemCasSeek cs;
 
 	(void) IdemArgNotNull(fcinfo, 1, "key");
 	target = DatumGetTextPP(IdemArgNotNull(fcinfo, 2, "target state"));
 	IdemCheckWritable("idem_cas_row()");
 
+	memset(&cs, 0, sizeof(cs));
+	cs.have_expected = PG_NARGS() > 3 && !PG_ARGISNULL(3);
+	cs.expected = cs.have_expected ? PG_GETARG_INT64(3) : 0;
+
 	rel = IdemOpenRelationArg(relid, RowExclusiveLock);
+	if (rel->rd_tableam != GetHeapamTableAmRoutine())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("idem_cas_row() supports only heap tables"),
+				 errdetail("Table \"%s\" uses access method \"%s\".",
+						   RelationGetRelationName(rel),
+						   get_am_name(rel->rd_rel->relam)),
+				 errhint("Use UPDATE ... WHERE with idem_cas_status() as the check.")));
 	b = IdemBindingGet(relid, false);
 	if (!OidIsValid(b->pk_index))
 		ereport(ERROR,
@@ -324,7 +458,7 @@ idem_cas_row(PG_FUNCTION_ARGS)
 				 errmsg("table \"%s\" has no single-column primary key",
 						RelationGetRelationName(rel)),
 				 errdetail("idem_cas_row() finds rows through a primary key on one column.")));
-	if (have_expected && b->version_attno == InvalidAttrNumber)
+	if (cs.have_expected && b->version_attno == InvalidAttrNumber)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("table \"%s\" has no version column bound",
@@ -332,101 +466,38 @@ idem_cas_row(PG_FUNCTION_ARGS)
 				 errhint("Bind a version column with idem_machine_bind(), or pass no expected version.")));
 	IdemCasCheckPrivileges(rel, b);
 
-	m = IdemMachineGet(b->machine, strlen(b->machine));
-	to = IdemMachineRequireState(m, VARDATA_ANY(target), VARSIZE_ANY_EXHDR(target));
+	cs.b = b;
+	cs.m = IdemMachineGet(b->machine, strlen(b->machine));
+	cs.to = IdemMachineRequireState(cs.m, VARDATA_ANY(target), VARSIZE_ANY_EXHDR(target));
 	target_datum = IdemBindingStatusDatum(b, text_to_cstring(target));
-	key = IdemCasKey(fcinfo, rel, b);
+	cs.key = IdemCasKey(fcinfo, rel, b);
 
-	index = index_open(b->pk_index, RowExclusiveLock);
-	slot = table_slot_create(rel, NULL);
-	InitDirtySnapshot(dirty);
+	cs.index = index_open(b->pk_index, RowExclusiveLock);
+	cs.seek.heap = rel;
+	cs.seek.oper = XLTW_Update;
+	cs.seek.probe = IdemCasProbe;
+	cs.seek.decide = IdemCasDecide;
+	cs.seek.conflict = IdemCasSerializationFailure;
+	cs.seek.lockslot = table_slot_create(rel, NULL);
+	InitDirtySnapshot(cs.dirty);
 
-	for (;;)
+	switch (IdemRowSeekRun(&cs.seek))
 	{
-		TransactionId xwait;
-		bool		isnull;
-		Datum		status;
-		int			from;
-		int64		version = 0;
-		TM_FailureData tmfd;
-		TM_Result	result;
-
-		CHECK_FOR_INTERRUPTS();
-
-		if (!IdemCasProbe(rel, index, b, key, &dirty, slot))
-		{
-			outcome = IDEM_CAS_MISSING;
+		case IDEM_ROW_ABSENT:
+			cs.outcome = IDEM_CAS_MISSING;
 			break;
-		}
-
-		/* someone is inserting, updating or deleting the row: wait */
-		xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
-		if (TransactionIdIsValid(xwait))
-		{
-			XactLockTableWait(xwait, rel, &slot->tts_tid, XLTW_Update);
-			continue;
-		}
-		if (IsolationUsesXactSnapshot())
-		{
-			HeapTuple	tuple = ExecFetchSlotHeapTuple(slot, false, NULL);
-			BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
-			bool		visible;
-
-			LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
-			visible = HeapTupleSatisfiesVisibility(tuple, GetTransactionSnapshot(),
-												   bslot->buffer);
-			LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
-			if (!visible)
-				IdemCasSerializationFailure();
-		}
-
-		status = slot_getattr(slot, b->status_attno, &isnull);
-		if (isnull)
-			from = -1;
-		else
-		{
-			char	   *name = IdemBindingStatusText(b, status);
-
-			from = IdemMachineRequireState(m, name, strlen(name));
-		}
-		if (b->version_attno != InvalidAttrNumber)
-			version = IdemCasVersion(b, slot);
-
-		if (have_expected && version != expected)
-		{
-			outcome = IDEM_CAS_STALE;
+		case IDEM_ROW_LOCKED:
+			/* a legal move, on the version locked: write it */
+			if (!IdemCasUpdate(rel, b, cs.seek.lockslot, target_datum,
+							   b->version_attno != InvalidAttrNumber, cs.version))
+				cs.outcome = IDEM_CAS_REJECTED; /* a BEFORE trigger skipped it */
 			break;
-		}
-		if (from < 0)
-			outcome = m->initial[to] ? IDEM_CAS_APPLIED : IDEM_CAS_REJECTED;
-		else
-			outcome = IdemMachineStep(m, from, to);
-		if (outcome != IDEM_CAS_APPLIED)
-			break;
-
-		/* A legal move: lock this row version, then update it */
-		if (TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(ExecFetchSlotHeapTuple(slot, false, NULL)->t_data)))
-			CommandCounterIncrement();	/* our own row from this command */
-		result = table_tuple_lock(rel, &slot->tts_tid, GetActiveSnapshot(), slot,
-								  GetCurrentCommandId(false), LockTupleNoKeyExclusive,
-								  LockWaitBlock, 0, &tmfd);
-		if (result == TM_Updated || result == TM_Deleted)
-		{
-			if (IsolationUsesXactSnapshot())
-				IdemCasSerializationFailure();
-			continue;			/* changed meanwhile: decide again */
-		}
-		if (result != TM_Ok)
-			elog(ERROR, "unexpected table_tuple_lock result %d", (int) result);
-
-		if (!IdemCasUpdate(rel, b, slot, target_datum,
-						   b->version_attno != InvalidAttrNumber, version))
-			outcome = IDEM_CAS_REJECTED;	/* a BEFORE trigger skipped it */
-		break;
+		default:
+			break;				/* kept: the outcome decided */
 	}
 
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(index, NoLock);
+	ExecDropSingleTupleTableSlot(cs.seek.lockslot);
+	index_close(cs.index, NoLock);
 	table_close(rel, NoLock);
-	PG_RETURN_TEXT_P(cstring_to_text(IdemCasOutcomeName(outcome)));
+	PG_RETURN_TEXT_P(cstring_to_text(IdemCasOutcomeName(cs.outcome)));
 }

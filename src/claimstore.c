@@ -68,19 +68,27 @@
 #include "claimstore.h"
 #include "compat.h"
 #include "idempotency.h"
+#include "rowseek.h"
 #include "spectoken.h"
 #include "stats.h"
 
-/* What a probe of the unique index found for one key */
+/*
+ * One claim operation's probe of the claims: the seek loop it runs, and
+ * what the last probe found for its key.
+ */
 typedef struct IdemProbe
 {
-	bool		found;			/* a tuple visible to the probe's snapshot */
-	ItemPointerData tid;		/* its TID */
-	TransactionId xwait;		/* in-flight inserter or deleter, or invalid */
-	uint32		spec_token;		/* xwait's speculative insertion token */
-	bool		ours;			/* inserted by this transaction */
-	bool		unseen;			/* committed, but invisible to our
-								 * transaction snapshot (REPEATABLE READ) */
+	IdemRowSeek seek;			/* first: the callbacks cast it back */
+	IdemStore  *store;
+	IdemNamespace *ns;
+	const bytea *key;
+	const text *fingerprint;	/* of a claim, or NULL */
+	uint64		hash;			/* the key's claim cache hash */
+	SnapshotData dirty;
+	bool		cached;			/* the claim cache answered the next probe */
+	ItemPointerData inserted;	/* TID of the claim this operation made */
+	/* what the probe found */
+	bool		found;
 	TimestampTz claimed_at;
 	bool		has_fp;
 	int64		fp;
@@ -172,31 +180,16 @@ IdemProbeFill(IdemStore *store, HeapTuple tuple, Buffer buffer,
 	Datum		d;
 
 	probe->found = true;
-	probe->tid = tuple->t_self;
 	if (snapshot->snapshot_type == SNAPSHOT_DIRTY)
-	{
-		probe->xwait = TransactionIdIsValid(snapshot->xmin) ?
-			snapshot->xmin : snapshot->xmax;
-		probe->spec_token = snapshot->speculativeToken;
-	}
-	probe->ours = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
+		IdemRowSeekNoteDirty(&probe->seek, snapshot, tuple, buffer);
+	else
+		probe->seek.tid = tuple->t_self;
 
 	d = heap_getattr(tuple, cr->att_claimed_at, desc, &isnull);
 	probe->claimed_at = DatumGetTimestampTz(d);
 	d = heap_getattr(tuple, cr->att_fingerprint, desc, &isnull);
 	probe->has_fp = !isnull;
 	probe->fp = isnull ? 0 : DatumGetInt64(d);
-
-	/*
-	 * As INSERT ... ON CONFLICT does, a REPEATABLE READ transaction must not
-	 * act on a committed claim its snapshot cannot see.
-	 */
-	if (IsolationUsesXactSnapshot() &&
-		snapshot->snapshot_type == SNAPSHOT_DIRTY &&
-		!probe->ours && !TransactionIdIsValid(probe->xwait))
-		probe->unseen = !HeapTupleSatisfiesVisibility(tuple,
-													  GetTransactionSnapshot(),
-													  buffer);
 }
 
 /*
@@ -214,7 +207,7 @@ IdemProbeKey(IdemStore *store, int32 nsid, const bytea *key,
 	Buffer		buffer = InvalidBuffer;
 	AttrNumber	keycol = store->layout->probe_key_col;
 
-	memset(probe, 0, sizeof(*probe));
+	probe->found = false;
 
 	ScanKeyInit(&skeys[keycol - 1], keycol, BTEqualStrategyNumber, F_BYTEAEQ,
 				PointerGetDatum(key));
@@ -298,28 +291,13 @@ IdemProbeCached(IdemStore *store, int32 nsid, const bytea *key, uint64 hash,
 						   VARSIZE_ANY_EXHDR(key)) == 0;
 			}
 			if (match)
-			{
-				memset(probe, 0, sizeof(*probe));
 				IdemProbeFill(store, &tuple, buffer, snapshot, probe);
-			}
 		}
 		UnlockReleaseBuffer(buffer);
 		if (match)
 			return true;
 	}
 	return false;
-}
-
-/* Wait for the transaction (or speculative insertion) a probe ran into */
-static void
-IdemProbeWait(IdemStore *store, IdemNamespace *ns, IdemProbe *probe)
-{
-	IdemStatsCount(ns->stats, IDEM_STAT_WAITS);
-	if (probe->spec_token != 0)
-		IdemSpecTokenWait(probe->xwait, probe->spec_token);
-	else
-		XactLockTableWait(probe->xwait, store->heap, &probe->tid,
-						  XLTW_InsertIndex);
 }
 
 /* Is the claim a probe found past its namespace's TTL? */
@@ -331,7 +309,8 @@ IdemProbeExpired(IdemStore *store, IdemNamespace *ns, IdemProbe *probe)
 
 /* The serialization failure a REPEATABLE READ claimer gets */
 static void
-IdemReportUnseen(void)
+pg_attribute_noreturn()
+IdemReportUnseen(IdemRowSeek *seek pg_attribute_unused())
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -498,6 +477,66 @@ IdemMissRecord(int32 nsid, bool duplicate)
 	}
 }
 
+static bool IdemProbeNext(IdemRowSeek *seek);
+
+/* Set up a probe of (ns, key) for one claim operation */
+static void
+IdemProbeInit(IdemProbe *probe, IdemStore *store, IdemNamespace *ns,
+			  const bytea *key, const text *fingerprint, XLTW_Oper oper)
+{
+	memset(probe, 0, sizeof(*probe));
+	probe->seek.heap = store->heap;
+	probe->seek.oper = oper;
+	probe->seek.probe = IdemProbeNext;
+	probe->seek.conflict = IdemReportUnseen;
+	probe->store = store;
+	probe->ns = ns;
+	probe->key = key;
+	probe->fingerprint = fingerprint;
+	InitDirtySnapshot(probe->dirty);
+}
+
+/* The seek's probe: what the claim cache found first, then the index */
+static bool
+IdemProbeNext(IdemRowSeek *seek)
+{
+	IdemProbe  *probe = (IdemProbe *) seek;
+
+	if (probe->cached)
+		probe->cached = false;
+	else
+		IdemProbeKey(probe->store, probe->ns->id, probe->key, &probe->dirty, probe);
+	return probe->found;
+}
+
+/* A claim's decision: an expired claim of another is taken over */
+static IdemRowAction
+IdemClaimDecide(IdemRowSeek *seek)
+{
+	IdemProbe  *probe = (IdemProbe *) seek;
+
+	if (!seek->ours && IdemProbeExpired(probe->store, probe->ns, probe))
+		return IDEM_ROW_DELETE;
+	return IDEM_ROW_KEEP;		/* a live claim: a duplicate */
+}
+
+/* A claim of an absent key inserts it */
+static bool
+IdemClaimAbsent(IdemRowSeek *seek)
+{
+	IdemProbe  *probe = (IdemProbe *) seek;
+
+	return IdemInsertSpeculative(probe->store, probe->ns, probe->key,
+								 probe->fingerprint, &probe->inserted);
+}
+
+/* A release deletes whatever claim it finds */
+static IdemRowAction
+IdemReleaseDecide(IdemRowSeek *seek pg_attribute_unused())
+{
+	return IDEM_ROW_DELETE;
+}
+
 /*
  * Claim key in namespace ns for the current transaction.
  *
@@ -510,102 +549,63 @@ IdemClaimOutcome
 IdemStoreClaim(IdemStore *store, IdemNamespace *ns, const bytea *key,
 			   const text *fingerprint, bool nowait)
 {
-	SnapshotData dirty;
 	IdemProbe	probe;
-	ItemPointerData tid;
-	uint64		hash = IdemClaimCacheHash(store->heap, ns->id, key);
-	bool		probed;
 	bool		cache_miss;
-	bool		takeover = false;
+	IdemRowResult result;
 
-	InitDirtySnapshot(dirty);
+	IdemProbeInit(&probe, store, ns, key, fingerprint, XLTW_InsertIndex);
+	probe.seek.nowait = nowait;
+	probe.seek.decide = IdemClaimDecide;
+	probe.seek.absent = IdemClaimAbsent;
+	probe.hash = IdemClaimCacheHash(store->heap, ns->id, key);
 
 	/* Shortcut for duplicates: where the claim was last seen */
-	probed = IdemProbeCached(store, ns->id, key, hash, &dirty, &probe);
-	cache_miss = !probed;
+	probe.cached = IdemProbeCached(store, ns->id, key, probe.hash,
+								   &probe.dirty, &probe);
+	cache_miss = !probe.cached;
 
 	/* Shortcut for new ids: let the index insertion check uniqueness */
 	if (cache_miss && IdemMissInsertFirst(ns->id))
 	{
-		if (IdemInsertSpeculative(store, ns, key, fingerprint, &tid))
-		{
-			IdemMissRecord(ns->id, false);
+		bool		inserted = IdemClaimAbsent(&probe.seek);
+
+		IdemMissRecord(ns->id, !inserted);
+		if (inserted)
 			goto claimed;
-		}
-		IdemMissRecord(ns->id, true);
 		cache_miss = false;		/* recorded */
 	}
 
-	for (;;)
+	result = IdemRowSeekRun(&probe.seek);
+	IdemStatsAdd(ns->stats, IDEM_STAT_WAITS, probe.seek.waits);
+	switch (result)
 	{
-		CHECK_FOR_INTERRUPTS();
-
-		if (!probed)
-			IdemProbeKey(store, ns->id, key, &dirty, &probe);
-		probed = false;
-
-		if (probe.found)
-		{
-			if (TransactionIdIsValid(probe.xwait))
-			{
-				if (nowait)
-				{
-					IdemStatsCount(ns->stats, IDEM_STAT_BUSY);
-					return IDEM_CLAIM_BUSY;
-				}
-				IdemProbeWait(store, ns, &probe);
-				continue;
-			}
-
-			if (probe.unseen)
-				IdemReportUnseen();
-
-			if (!probe.ours && IdemProbeExpired(store, ns, &probe))
-			{
-				TM_FailureData tmfd;
-				TM_Result	result;
-
-				/* Take the expired claim over: delete it, insert ours */
-				CheckCmdReplicaIdentity(store->heap, CMD_DELETE);
-				result = heap_delete(store->heap, &probe.tid,
-									 GetCurrentCommandId(true),
-									 InvalidSnapshot, !nowait, &tmfd, false);
-				if (result == TM_BeingModified)
-				{
-					IdemStatsCount(ns->stats, IDEM_STAT_BUSY);
-					return IDEM_CLAIM_BUSY;
-				}
-				if (result == TM_Updated || result == TM_Deleted)
-					continue;	/* someone else removed it first: look again */
-				if (result != TM_Ok)
-					elog(ERROR, "unexpected heap_delete result %d", (int) result);
-				takeover = true;
-			}
-			else
-			{
-				if (cache_miss)
-					IdemMissRecord(ns->id, true);
-				IdemClaimCacheRemember(hash, &probe.tid);
-				if (fingerprint != NULL && probe.has_fp &&
-					probe.fp != IdemFingerprintHash(fingerprint))
-					IdemReportFingerprintMismatch(ns, key);
-				IdemStatsCount(ns->stats, IDEM_STAT_DUPLICATES);
-				return IDEM_CLAIM_DUPLICATE;
-			}
-		}
-
-		if (IdemInsertSpeculative(store, ns, key, fingerprint, &tid))
+		case IDEM_ROW_BUSY:
+			IdemStatsCount(ns->stats, IDEM_STAT_BUSY);
+			return IDEM_CLAIM_BUSY;
+		case IDEM_ROW_KEPT:
+			if (cache_miss)
+				IdemMissRecord(ns->id, true);
+			IdemClaimCacheRemember(probe.hash, &probe.seek.tid);
+			if (fingerprint != NULL && probe.has_fp &&
+				probe.fp != IdemFingerprintHash(fingerprint))
+				IdemReportFingerprintMismatch(ns, key);
+			IdemStatsCount(ns->stats, IDEM_STAT_DUPLICATES);
+			return IDEM_CLAIM_DUPLICATE;
+		case IDEM_ROW_DELETED:
+			IdemStatsCount(ns->stats, IDEM_STAT_TAKEOVERS);
 			break;
-		/* lost a race with a concurrent inserter: probe again, and wait */
+		case IDEM_ROW_ABSENT:
+			break;
+		case IDEM_ROW_LOCKED:
+			Assert(false);		/* claims never lock */
+			break;
 	}
 	if (cache_miss)
 		IdemMissRecord(ns->id, false);
 
 claimed:
-	IdemClaimCacheRemember(hash, &tid);
+	IdemClaimCacheRemember(probe.hash, &probe.inserted);
 	IdemStatsCount(ns->stats, IDEM_STAT_CLAIMS);
-	if (takeover)
-		IdemStatsCount(ns->stats, IDEM_STAT_TAKEOVERS);
 	return IDEM_CLAIM_NEW;
 }
 
@@ -622,6 +622,7 @@ IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns, const bytea *key)
 
 	snap = ActiveSnapshotSet() ? *GetActiveSnapshot() : *GetTransactionSnapshot();
 	snap.curcid = InvalidCommandId; /* see all of our own changes */
+	probe.found = false;
 	if (!IdemProbeCached(store, ns->id, key,
 						 IdemClaimCacheHash(store->heap, ns->id, key),
 						 &snap, &probe))
@@ -637,51 +638,21 @@ IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns, const bytea *key)
 bool
 IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
 {
-	SnapshotData dirty;
 	IdemProbe	probe;
+	IdemRowResult result;
 
-	InitDirtySnapshot(dirty);
-
-	for (;;)
-	{
-		TM_FailureData tmfd;
-		TM_Result	result;
-
-		CHECK_FOR_INTERRUPTS();
-
-		IdemProbeKey(store, ns->id, key, &dirty, &probe);
-		if (!probe.found)
-			return false;
-		if (TransactionIdIsValid(probe.xwait))
-		{
-			IdemProbeWait(store, ns, &probe);
-			continue;
-		}
-		if (probe.unseen)
-			IdemReportUnseen();
-
-		/*
-		 * A claim made earlier in this very statement is invisible to its
-		 * own command; advance the command counter so we may delete it.
-		 */
-		if (probe.ours)
-			CommandCounterIncrement();
-
-		result = heap_delete(store->heap, &probe.tid,
-							 GetCurrentCommandId(true),
-							 InvalidSnapshot, true, &tmfd, false);
-		if (result == TM_Updated || result == TM_Deleted)
-			continue;
-		if (result != TM_Ok)
-			elog(ERROR, "unexpected heap_delete result %d", (int) result);
-
-		if (probe.ours || !IdemProbeExpired(store, ns, &probe))
-		{
-			IdemStatsCount(ns->stats, IDEM_STAT_RELEASES);
-			return true;
-		}
+	IdemProbeInit(&probe, store, ns, key, NULL, XLTW_Delete);
+	probe.seek.decide = IdemReleaseDecide;
+	result = IdemRowSeekRun(&probe.seek);
+	IdemStatsAdd(ns->stats, IDEM_STAT_WAITS, probe.seek.waits);
+	if (result != IDEM_ROW_DELETED)
 		return false;
+	if (probe.seek.ours || !IdemProbeExpired(store, ns, &probe))
+	{
+		IdemStatsCount(ns->stats, IDEM_STAT_RELEASES);
+		return true;
 	}
+	return false;
 }
 
 #if PG_VERSION_NUM >= 140000

@@ -151,6 +151,32 @@ SELECT 'alive', 1;
 	diag("fresh backend in $db: psql stderr:\n$err") if $rc != 0 || $err =~ /FATAL|ERROR/;
 }
 
+# --- a columnar table: the row CAS refuses what it cannot update ---------
+($rc, $row, $err) = session('postgres', q{
+CREATE EXTENSION IF NOT EXISTS citus_columnar;
+SELECT idem_machine_define('coexist_order', '{"NEW": ["PAID"]}');
+CREATE TABLE columnar_orders (id int PRIMARY KEY, status text NOT NULL);
+INSERT INTO columnar_orders VALUES (1, 'NEW');
+SELECT idem_machine_bind('columnar_orders', 'status', 'coexist_order');
+SELECT 'bound', count(*) FROM idempotency.machine_bindings WHERE rel = 'columnar_orders'::regclass;
+ALTER TABLE columnar_orders SET ACCESS METHOD columnar;
+SELECT 'am', amname FROM pg_class c JOIN pg_am a ON a.oid = c.relam WHERE c.oid = 'columnar_orders'::regclass;
+SELECT 'cas', idem_cas_row('columnar_orders'::regclass, 1, 'PAID');
+});
+is($row->{bound}, '1', 'columnar: a heap table is bound');
+is($row->{am}, 'columnar', 'columnar: the bound table is converted to columnar')
+  or diag("columnar: psql stderr:\n$err");
+isnt($rc, 0, 'columnar: the CAS fails');
+like($err, qr/ERROR:  idem_cas_row\(\) supports only heap tables\nDETAIL:  Table "columnar_orders" uses access method "columnar"/,
+	'columnar: idem_cas_row() on a columnar table is a clear error naming the access method');
+unlike($err, qr/XX000|internal error|server closed/i, 'columnar: no internal error, no crash');
+($rc, $row, $err) = session('postgres', q{
+SELECT 'checker', idem_cas_status('coexist_order', 'NEW', 'PAID');
+SELECT 'status', status FROM columnar_orders;
+});
+is($row->{checker}, 'applied', 'columnar: the checker still answers for its machine');
+is($row->{status}, 'NEW', 'columnar: the row is unchanged');
+
 # --- amcheck: every btree index of the claims table, heapallindexed -------
 for my $db (qw(postgres reversed))
 {

@@ -1,0 +1,150 @@
+/*
+ * rowseek.c
+ *	  The one probe, wait and recheck loop, shared by claims, releases and
+ *	  the row compare-and-set.
+ *
+ * Each of them finds the row for a key the way a unique check or an UPDATE
+ * does (see execIndexing.c's check_exclusion_or_unique_constraint and
+ * nodeModifyTable.c):
+ *
+ *	1. Probe for the key under a dirty snapshot, which sees in-flight rows.
+ *	2. If a transaction is inserting, updating or deleting the row found,
+ *	   wait for it (or only for its speculative insertion), then go to 1.
+ *	3. In REPEATABLE READ or SERIALIZABLE, a row committed after our
+ *	   snapshot is a serialization failure, as it is for UPDATE.
+ *	4. Decide on the stable row.  If the decision needs a write, delete or
+ *	   lock exactly that version; if it changed meanwhile, go to 1 (or, for
+ *	   a lock under a transaction snapshot, fail as UPDATE would).
+ *	5. If the key is absent (or its row was just deleted), let the caller
+ *	   insert; if a concurrent inserter won the race, go to 1.
+ *
+ * Waits go through the lock manager or spectoken.c, so they honour
+ * lock_timeout, statement_timeout, cancels and deadlock detection.  The
+ * caller supplies the probe (claims read the claim cache and the claims
+ * index; the CAS reads a user table's primary key), the decision and the
+ * insertion; the loop owns waiting, rechecking and the write that makes the
+ * decision stick.
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "utils/snapmgr.h"
+
+#include "rowseek.h"
+#include "spectoken.h"
+
+/*
+ * Record in seek what a dirty snapshot says of the tuple it found: who to
+ * wait for, whose it is, and whether our transaction snapshot may act on
+ * it.  The caller holds a lock on buffer.
+ */
+void
+IdemRowSeekNoteDirty(IdemRowSeek *seek, Snapshot dirty, HeapTuple tuple,
+					 Buffer buffer)
+{
+	Assert(dirty->snapshot_type == SNAPSHOT_DIRTY);
+
+	seek->tid = tuple->t_self;
+	seek->xwait = TransactionIdIsValid(dirty->xmin) ? dirty->xmin : dirty->xmax;
+	seek->spec_token = dirty->speculativeToken;
+	seek->ours = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
+	seek->unseen = IsolationUsesXactSnapshot() &&
+		!seek->ours && !TransactionIdIsValid(seek->xwait) &&
+		!HeapTupleSatisfiesVisibility(tuple, GetTransactionSnapshot(), buffer);
+}
+
+/* Wait for the transaction, or speculative insertion, the probe ran into */
+static void
+IdemRowSeekWait(IdemRowSeek *seek)
+{
+	seek->waits++;
+	if (seek->spec_token != 0)
+		IdemSpecTokenWait(seek->xwait, seek->spec_token);
+	else
+		XactLockTableWait(seek->xwait, seek->heap, &seek->tid, seek->oper);
+}
+
+/*
+ * Run the loop described above until the caller's decision has been made
+ * to stick; see IdemRowResult for how it ends.
+ */
+IdemRowResult
+IdemRowSeekRun(IdemRowSeek *seek)
+{
+	bool		deleted = false;
+
+	seek->waits = 0;
+	for (;;)
+	{
+		IdemRowAction action;
+		TM_FailureData tmfd;
+		TM_Result	result;
+
+		CHECK_FOR_INTERRUPTS();
+
+		if (!seek->probe(seek))
+		{
+			if (seek->absent == NULL || seek->absent(seek))
+				return deleted ? IDEM_ROW_DELETED : IDEM_ROW_ABSENT;
+			continue;			/* a concurrent inserter won: look again */
+		}
+		if (TransactionIdIsValid(seek->xwait))
+		{
+			if (seek->nowait)
+				return IDEM_ROW_BUSY;
+			IdemRowSeekWait(seek);
+			continue;
+		}
+		if (seek->unseen)
+			seek->conflict(seek);
+
+		action = seek->decide(seek);
+		if (action == IDEM_ROW_KEEP)
+			return IDEM_ROW_KEPT;
+
+		/* a row written earlier in this very command is invisible to it */
+		if (seek->ours)
+			CommandCounterIncrement();
+
+		if (action == IDEM_ROW_DELETE)
+		{
+			CheckCmdReplicaIdentity(seek->heap, CMD_DELETE);
+			result = heap_delete(seek->heap, &seek->tid,
+								 GetCurrentCommandId(true), InvalidSnapshot,
+								 !seek->nowait, &tmfd, false);
+		}
+		else
+			result = table_tuple_lock(seek->heap, &seek->tid,
+									  GetActiveSnapshot(), seek->lockslot,
+									  GetCurrentCommandId(false),
+									  LockTupleNoKeyExclusive,
+									  seek->nowait ? LockWaitSkip : LockWaitBlock,
+									  0, &tmfd);
+
+		switch (result)
+		{
+			case TM_Ok:
+				if (action == IDEM_ROW_LOCK)
+					return IDEM_ROW_LOCKED;
+				deleted = true;
+				if (seek->absent == NULL || seek->absent(seek))
+					return IDEM_ROW_DELETED;
+				continue;		/* lost the insertion race: look again */
+			case TM_BeingModified:
+			case TM_WouldBlock:
+				return IDEM_ROW_BUSY;	/* only without waiting */
+			case TM_Updated:
+			case TM_Deleted:
+				if (action == IDEM_ROW_LOCK && IsolationUsesXactSnapshot())
+					seek->conflict(seek);
+				continue;		/* changed meanwhile: decide again */
+			default:
+				elog(ERROR, "unexpected tuple %s result %d",
+					 action == IDEM_ROW_DELETE ? "delete" : "lock", (int) result);
+		}
+	}
+}
