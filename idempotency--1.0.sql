@@ -409,6 +409,16 @@ CREATE FUNCTION idempotency.idem_key_text(bytea)
     AS 'MODULE_PATHNAME', 'idem_key_text'
     LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- The expiry rule, the one SQL copy of IdemNamespaceExpiry (namespace.c):
+-- since + ttl in calendar arithmetic done in UTC, so that the answer never
+-- depends on the session's TimeZone.  Inlined where it is used; every name
+-- is schema-qualified, since an inlined body resolves names with the
+-- caller's search_path.
+CREATE FUNCTION idempotency.idem_expires_at(since timestamptz, ttl interval)
+    RETURNS timestamptz
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$SELECT pg_catalog.timezone('UTC', pg_catalog.timezone('UTC', since) OPERATOR(pg_catalog.+) ttl)$$;
+
 CREATE VIEW idem_claims AS
     SELECT n.name                          AS namespace,
            idempotency.idem_key_text(c.key) AS event_id,
@@ -419,9 +429,7 @@ CREATE VIEW idem_claims AS
       FROM idempotency.claims c
       JOIN idem_namespaces n ON n.id = c.ns
      CROSS JOIN LATERAL
-           -- calendar arithmetic in UTC, as the C code does
-           (SELECT ((c.claimed_at AT TIME ZONE 'UTC') + n.ttl) AT TIME ZONE 'UTC'
-                   AS expires_at) e;
+           (SELECT idempotency.idem_expires_at(c.claimed_at, n.ttl) AS expires_at) e;
 COMMENT ON VIEW idem_claims IS 'stored claims, expired ones included until purged';
 
 CREATE VIEW idem_requests AS
@@ -436,8 +444,8 @@ CREATE VIEW idem_requests AS
       FROM idempotency.requests r
       JOIN idem_namespaces n ON n.id = r.ns
      CROSS JOIN LATERAL
-           (SELECT ((coalesce(r.completed_at, r.created_at) AT TIME ZONE 'UTC') + n.ttl)
-                   AT TIME ZONE 'UTC' AS expires_at) e;
+           (SELECT idempotency.idem_expires_at(coalesce(r.completed_at, r.created_at), n.ttl)
+                   AS expires_at) e;
 COMMENT ON VIEW idem_requests IS 'idem_begin records (owners are not shown)';
 
 CREATE FUNCTION idempotency.idem_stats_read(

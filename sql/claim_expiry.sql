@@ -49,6 +49,18 @@ UPDATE idempotency.claims SET claimed_at = '2026-01-31 12:00:00+00'
 SET TimeZone = 'America/New_York';
 SELECT expires_at AT TIME ZONE 'UTC' AS expires_utc FROM idem_claims WHERE event_id = 'm-1';
 RESET TimeZone;
+-- the SQL rule (idempotency.idem_expires_at, inlined) names its operators
+-- with their schema: a "+" of the session's own, first in its search_path,
+-- changes nothing
+CREATE SCHEMA regress_evil;
+CREATE FUNCTION regress_evil.plus(timestamp, interval) RETURNS timestamp
+    LANGUAGE sql AS 'SELECT $1 - $2';
+CREATE OPERATOR regress_evil.+ (LEFTARG = timestamp, RIGHTARG = interval, FUNCTION = regress_evil.plus);
+SET search_path = regress_evil, pg_catalog, public;
+SELECT '2026-01-31 12:00:00'::timestamp + interval '1 month' AS evil_plus;
+SELECT expires_at AT TIME ZONE 'UTC' AS expires_utc FROM idem_claims WHERE event_id = 'm-1';
+RESET search_path;
+DROP SCHEMA regress_evil CASCADE;
 -- the C code agrees with the view on month-long TTLs
 UPDATE idempotency.claims SET claimed_at = now() - interval '20 days'
  WHERE idempotency.idem_key_text(key) = 'm-1';

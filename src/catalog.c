@@ -98,6 +98,13 @@ IdemLookupRelation(Oid schema, const char *relname)
 	return relid;
 }
 
+/* Is the extension installed in the current database? */
+static bool
+IdemExtensionPresent(void)
+{
+	return OidIsValid(get_extension_oid("idempotency", true));
+}
+
 /*
  * Return the OIDs of the internal relations, looking them up if needed.
  *
@@ -140,13 +147,6 @@ IdemGetCatalog(void)
 
 	idem_catalog_valid = true;
 	return idem_catalog;
-}
-
-/* Is the extension installed in the current database? */
-bool
-IdemExtensionPresent(void)
-{
-	return OidIsValid(get_extension_oid("idempotency", true));
 }
 
 /*

@@ -31,7 +31,6 @@ extern Oid	IdemRelationOwner(Oid relid);
 extern Relation IdemOpenRelationArg(Oid relid, LOCKMODE lockmode);
 extern Relation IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode,
 								   const char *detail);
-extern bool IdemExtensionPresent(void);
 extern void IdemCheckClaimsPrivilege(AclMode mode);
 extern void IdemCheckTablePrivilege(Oid relid, const char *table, AclMode mode,
 									const char *action);

@@ -97,7 +97,7 @@ IdemValidateId(const text *id, const char *what)
 }
 
 /* Encode a validated id of len bytes into key */
-void
+static void
 IdemEncodeKeyCString(const char *id, int len, IdemKey *key)
 {
 	char	   *payload = key->buf + VARHDRSZ;
@@ -156,20 +156,6 @@ IdemDecodeKey(const bytea *key)
 	if (len > 0 && p[len - 1] == '\0')
 		len--;
 	return cstring_to_text_with_len((const char *) p, len);
-}
-
-/* Byte order of two encoded keys, the order of the claims index */
-int
-IdemCompareKeys(const IdemKey *a, const IdemKey *b)
-{
-	int			alen = VARSIZE(&a->hdr) - VARHDRSZ;
-	int			blen = VARSIZE(&b->hdr) - VARHDRSZ;
-	int			cmp;
-
-	cmp = memcmp(a->buf + VARHDRSZ, b->buf + VARHDRSZ, Min(alen, blen));
-	if (cmp != 0)
-		return cmp;
-	return (alen > blen) - (alen < blen);
 }
 
 /*

@@ -27,9 +27,7 @@ typedef union IdemKey
 
 extern void IdemEncodeKey(const text *id, IdemKey *key);
 extern void IdemEncodeNamedKey(const text *id, const char *what, IdemKey *key);
-extern void IdemEncodeKeyCString(const char *id, int len, IdemKey *key);
 extern text *IdemDecodeKey(const bytea *key);
-extern int	IdemCompareKeys(const IdemKey *a, const IdemKey *b);
 extern int64 IdemFingerprintHash(const text *fingerprint);
 
 #endif							/* IDEM_CLAIMKEY_H */

@@ -37,6 +37,7 @@ _PG_init(void)
 	IdemMachineInit();
 	IdemBindingInit();
 	IdemShmemInit();
+	IdemPurgeInit();
 	IdemWorkerInit();
 
 #if PG_VERSION_NUM >= 150000

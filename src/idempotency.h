@@ -41,6 +41,7 @@ extern void IdemNamespaceInit(void);
 extern void IdemShmemInit(void);
 extern void IdemMachineInit(void);
 extern void IdemBindingInit(void);
+extern void IdemPurgeInit(void);
 extern void IdemWorkerInit(void);
 
 #endif							/* IDEMPOTENCY_H */

@@ -227,7 +227,8 @@ IdemValidateTtl(const Interval *ttl)
  *
  * Calendar arithmetic is done in UTC, so the answer never depends on the
  * session's TimeZone: a day is always 24 hours, a month a calendar month.
- * The idem_claims view computes expires_at the same way.
+ * idempotency.idem_expires_at() is the same rule in SQL, for the views and
+ * for statements.
  */
 TimestampTz
 IdemNamespaceExpiry(const IdemNamespace *ns, TimestampTz claimed_at)

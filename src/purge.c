@@ -60,7 +60,9 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
+#include "utils/portal.h"
 
 #include "catalog.h"
 #include "ownerspi.h"
@@ -71,72 +73,102 @@
 #include "request.h"
 #include "stats.h"
 
+/* Smallest batch the purge shrinks to after lock timeouts */
+#define IDEM_PURGE_MIN_BATCH	100
+
+/*
+ * What the purge deletes: one of the extension's tables (claims, requests,
+ * tokens), or a registered user table
+ */
+typedef struct IdemPurgeTarget
+{
+	bool		is_claims;		/* count deletions per namespace */
+	bool		is_internal;	/* one of ours: pin search_path */
+	Oid			relid;
+	Oid			owner;			/* deletes run as this role */
+	char	   *label;			/* table name, for runs and logs */
+	const char *sql;			/* the batch statement */
+	Interval	ttl;			/* user tables: $3 of the statement */
+} IdemPurgeTarget;
+
+/* The outcome of purging one target */
+typedef struct IdemPurgeResult
+{
+	TimestampTz started_at;
+	int64		rows;
+	int			batches;
+	int			timeouts;
+	bool		complete;		/* no expired row was left */
+	char	   *error;			/* the error that stopped it, or NULL */
+} IdemPurgeResult;
+
 PG_FUNCTION_INFO_V1(idem_purge);
 PG_FUNCTION_INFO_V1(idem_purge_run);
 
-/*
- * A batch of the claims table: returns the cursor, rows seen, ns of rows
- * deleted.  PostgreSQL 14 and later purge claims natively instead (see
- * IdemPurgeClaimsBatch), as 13 has no TID range scan.
- */
-static const char *const idem_purge_claims_sql =
-"WITH victims AS MATERIALIZED ("
-"  SELECT c.ctid AS tid FROM idempotency.claims c"
-"    JOIN idempotency.namespaces n ON n.id = c.ns"
-"   WHERE c.ctid > $1"
-"     AND ((c.claimed_at AT TIME ZONE 'UTC') + n.ttl) AT TIME ZONE 'UTC' < now()"
-"   LIMIT $2 FOR UPDATE OF c SKIP LOCKED),"
-" gone AS ("
-"  DELETE FROM idempotency.claims"
-"   WHERE ctid = ANY (ARRAY(SELECT tid FROM victims)) RETURNING ns)"
-"SELECT (SELECT max(tid) FROM victims), (SELECT count(*) FROM victims),"
-"       (SELECT array_agg(ns) FROM gone)";
+/* GUCs of a purge round */
+bool		idem_purge_enabled = true;
+int			idem_purge_max_runtime = 30000;
+static int	idem_purge_batch_size = 10000;
+static int	idem_purge_history = 1000;
+static bool idem_log_purge = false;
 
-/* A batch of requests: expired records, but never a live lease */
-static const char *const idem_purge_requests_sql =
-"WITH victims AS MATERIALIZED ("
-"  SELECT r.ctid AS tid FROM idempotency.requests r"
-"    JOIN idempotency.namespaces n ON n.id = r.ns"
-"   WHERE r.ctid > $1"
-"     AND " IDEM_REQUEST_EXPIRED_SQL("r.", "n.ttl")
-"   LIMIT $2 FOR UPDATE OF r SKIP LOCKED),"
-" gone AS ("
-"  DELETE FROM idempotency.requests"
-"   WHERE ctid = ANY (ARRAY(SELECT tid FROM victims)) RETURNING 1)"
-"SELECT (SELECT max(tid) FROM victims), (SELECT count(*) FROM victims),"
-"       (SELECT count(*) FROM gone)";
-
-/* A batch of expired tokens */
-static const char *const idem_purge_tokens_sql =
-"WITH victims AS MATERIALIZED ("
-"  SELECT ctid AS tid FROM idempotency.tokens"
-"   WHERE ctid > $1 AND expires_at < clock_timestamp()"
-"   LIMIT $2 FOR UPDATE SKIP LOCKED),"
-" gone AS ("
-"  DELETE FROM idempotency.tokens"
-"   WHERE ctid = ANY (ARRAY(SELECT tid FROM victims)) RETURNING 1)"
-"SELECT (SELECT max(tid) FROM victims), (SELECT count(*) FROM victims),"
-"       (SELECT count(*) FROM gone)";
+/* Define the GUCs of a purge round */
+void
+IdemPurgeInit(void)
+{
+	DefineCustomBoolVariable("idempotency.purge_enabled",
+							 "Whether the background worker purges expired rows.",
+							 NULL, &idem_purge_enabled, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.purge_batch_size",
+							"Rows deleted per purge batch, each batch in its own transaction.",
+							"After a lock timeout the purge halves its batch, down to 100 rows, and grows it back afterwards.",
+							&idem_purge_batch_size, 10000, IDEM_PURGE_MIN_BATCH, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.purge_max_runtime",
+							"Longest time one purge round may run in a database.",
+							"Every statement of a round, its VACUUM included, is cancelled when the time is up.",
+							&idem_purge_max_runtime, 30000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.purge_history",
+							"Purge runs kept in idempotency.purge_runs, per database.",
+							NULL, &idem_purge_history, 1000, 1, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("idempotency.log_purge",
+							 "Log every purged table, not just one line per round.",
+							 NULL, &idem_log_purge, false,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+}
 
 /*
- * A batch of a user table; %s are its quoted name and time column.  It runs
- * with the owner's search_path, so every operator and function is named
- * with its schema.
+ * The one purge batch statement, for every target.  Its arguments: 1 the
+ * table, 2 a join the expiry needs (or nothing), 3 the expiry predicate on
+ * alias t, 4 the namespace of a deleted row (or NULL); its parameters: $1
+ * the TID cursor, $2 the batch size, $3 a user table's TTL.  It returns
+ * the new cursor, the rows seen, the rows deleted and the namespaces of
+ * deleted rows.  Every operator and function is named with its schema, as
+ * a user table's batch runs with its owner's search_path.
  */
-static const char *const idem_purge_table_sql =
+static const char *const idem_purge_batch_sql =
 "WITH victims AS MATERIALIZED ("
-"  SELECT ctid AS tid FROM %s"
-"   WHERE ctid OPERATOR(pg_catalog.>) $1"
-"     AND %s OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $3)"
-"   LIMIT $2 FOR UPDATE SKIP LOCKED),"
+"  SELECT t.ctid AS tid FROM %1$s t%2$s"
+"   WHERE t.ctid OPERATOR(pg_catalog.>) $1 AND %3$s"
+"   LIMIT $2 FOR UPDATE OF t SKIP LOCKED),"
 " gone AS ("
-"  DELETE FROM %s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT tid FROM victims)) RETURNING 1)"
+"  DELETE FROM %1$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT tid FROM victims))"
+"  RETURNING %4$s AS ns)"
 "SELECT (SELECT pg_catalog.max(tid) FROM victims), (SELECT pg_catalog.count(*) FROM victims),"
-"       (SELECT pg_catalog.count(*) FROM gone)";
+"       (SELECT pg_catalog.count(*) FROM gone),"
+"       (SELECT pg_catalog.array_agg(ns) FROM gone WHERE ns IS NOT NULL)";
+
+/* The join that gives an internal table's rows their namespace's TTL */
+#define IDEM_PURGE_NS_JOIN \
+	" JOIN idempotency.namespaces n ON n.id OPERATOR(pg_catalog.=) t.ns"
 
 /* One of the extension's own tables as a purge target */
 static IdemPurgeTarget *
-IdemPurgeInternal(Oid relid, const char *label, const char *sql)
+IdemPurgeInternal(Oid relid, const char *label, const char *join,
+				  const char *expired, const char *ns)
 {
 	IdemPurgeTarget *t = palloc0(sizeof(IdemPurgeTarget));
 
@@ -144,7 +176,7 @@ IdemPurgeInternal(Oid relid, const char *label, const char *sql)
 	t->relid = relid;
 	t->owner = IdemRelationOwner(relid);
 	t->label = pstrdup(label);
-	t->sql = sql;
+	t->sql = psprintf(idem_purge_batch_sql, label, join, expired, ns);
 	return t;
 }
 
@@ -169,7 +201,10 @@ IdemPurgePolicyTarget(HeapTuple tup, TupleDesc desc, void *arg)
 	t->relid = relid;
 	t->owner = IdemRelationOwner(relid);
 	t->label = quoted;
-	t->sql = psprintf(idem_purge_table_sql, quoted, quote_identifier(column), quoted);
+	t->sql = psprintf(idem_purge_batch_sql, quoted, "",
+					  psprintf("t.%s OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) $3)",
+							   quote_identifier(column)),
+					  "NULL::pg_catalog.int4");
 	t->ttl = *ttl;
 	*targets = lappend(*targets, t);
 }
@@ -179,20 +214,26 @@ IdemPurgePolicyTarget(HeapTuple tup, TupleDesc desc, void *arg)
  * registered user table that still exists.  Allocated in the current
  * memory context; call within a transaction.
  */
-List *
+static List *
 IdemPurgeTargets(void)
 {
 	IdemCatalog cat = IdemGetCatalog();
 	IdemPurgeTarget *t;
 	List	   *targets = NIL;
 
-	t = IdemPurgeInternal(cat.claims, "idempotency.claims", idem_purge_claims_sql);
+	t = IdemPurgeInternal(cat.claims, "idempotency.claims", IDEM_PURGE_NS_JOIN,
+						  "idempotency.idem_expires_at(t.claimed_at, n.ttl) OPERATOR(pg_catalog.<) pg_catalog.now()",
+						  "ns");
 	t->is_claims = true;
 	targets = lappend(targets, t);
-	targets = lappend(targets, IdemPurgeInternal(cat.requests, "idempotency.requests",
-												 idem_purge_requests_sql));
-	targets = lappend(targets, IdemPurgeInternal(cat.tokens, "idempotency.tokens",
-												 idem_purge_tokens_sql));
+	targets = lappend(targets,
+					  IdemPurgeInternal(cat.requests, "idempotency.requests", IDEM_PURGE_NS_JOIN,
+										IDEM_REQUEST_EXPIRED_SQL("t.", "n.ttl"),
+										"NULL::pg_catalog.int4"));
+	targets = lappend(targets,
+					  IdemPurgeInternal(cat.tokens, "idempotency.tokens", "",
+										"t.expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()",
+										"NULL::pg_catalog.int4"));
 
 	(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 						"SELECT p.rel::oid, p.time_column, p.ttl FROM idempotency.purge_policies p"
@@ -271,7 +312,7 @@ IdemPurgeClaimsBatch(int batch, ItemPointer cursor, bool *more)
  * *more is false when no expired row is left after it.  Returns the number
  * of rows deleted.
  */
-int64
+static int64
 IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *more)
 {
 	IdemOwnerScope scope;
@@ -305,18 +346,10 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 		if (!isnull)
 			*cursor = *(ItemPointer) DatumGetPointer(d);
 		seen = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
-		d = SPI_getbinval(tup, desc, 3, &isnull);
-		if (target->is_claims)
-		{
-			if (!isnull)
-			{
-				deleted = ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(d)),
-										 ARR_DIMS(DatumGetArrayTypeP(d)));
-				IdemPurgeCountNamespaces(d);
-			}
-		}
-		else
-			deleted = isnull ? 0 : DatumGetInt64(d);
+		deleted = DatumGetInt64(SPI_getbinval(tup, desc, 3, &isnull));
+		d = SPI_getbinval(tup, desc, 4, &isnull);
+		if (!isnull)
+			IdemPurgeCountNamespaces(d);
 	}
 	IdemOwnerScopeEnd(&scope);
 	*more = (seen >= batch);
@@ -324,7 +357,7 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 }
 
 /* Add a purge run to idempotency.purge_runs, keeping its history bounded */
-void
+static void
 IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
 				const char *trigger)
 {
@@ -406,42 +439,96 @@ IdemPurgeVacuumLikeAutovacuum(void)
 }
 
 /*
- * VACUUM the claims table, so that deleted rows' space is reused at once;
- * throttled like autovacuum, so that its WAL and I/O do not burst into the
- * claimers' commits.
+ * Start a transaction of a worker round, with statement_timeout armed for
+ * what is left of the round, or for floor_ms if that is longer (for the
+ * bookkeeping that must be done even after a timeout).  The worker runs no
+ * client protocol, which is where statement_timeout is normally armed, so
+ * it is armed here; IdemPurgeXactTimeoutOff disarms it.
  */
 static void
-IdemPurgeVacuumClaims(void)
+IdemPurgeXactStart(TimestampTz deadline, long floor_ms)
 {
-	VacuumStmt *stmt = makeNode(VacuumStmt);
-	ParseState *pstate = make_parsestate(NULL);
-	MemoryContext portal = AllocSetContextCreate(TopMemoryContext,
-												 "idempotency vacuum",
-												 ALLOCSET_DEFAULT_SIZES);
-
-	/* vacuum() allocates in PortalContext, which a worker has not got */
-	PortalContext = portal;
-	stmt->options = NIL;
-	stmt->rels = list_make1(makeVacuumRelation(makeRangeVar(IDEM_SCHEMA_NAME, "claims", -1),
-											   InvalidOid, NIL));
-	stmt->is_vacuumcmd = true;
+	long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	IdemPurgeVacuumLikeAutovacuum();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "VACUUM idempotency.claims");
-	ExecVacuum(pstate, stmt, true);		/* commits and starts transactions */
-	if (ActiveSnapshotSet())
-		PopActiveSnapshot();
-	CommitTransactionCommand();
-	PortalContext = NULL;
-	MemoryContextDelete(portal);
+	enable_timeout_after(STATEMENT_TIMEOUT, (int) Max(Max(left, floor_ms), 1));
+}
+
+/* Disarm the statement timeout of IdemPurgeXactStart */
+static void
+IdemPurgeXactTimeoutOff(void)
+{
+	disable_timeout(STATEMENT_TIMEOUT, false);
+}
+
+/*
+ * VACUUM the claims table, so that deleted rows' space is reused at once,
+ * as a client's "VACUUM (SKIP_LOCKED) idempotency.claims" runs: parsed,
+ * planned and run through a portal, so that ProcessUtility hooks see it.
+ * SKIP_LOCKED: a session holding a conflicting lock on the claims makes the
+ * round skip its VACUUM rather than wait.  Throttled like autovacuum, so
+ * that its WAL and I/O do not burst into the claimers' commits, and
+ * cancelled at the round's deadline.  Returns the error that stopped it, or
+ * NULL; the plan lives in cxt, since VACUUM commits the transaction it
+ * starts in.
+ */
+static char *
+IdemPurgeVacuumClaims(TimestampTz deadline, MemoryContext cxt)
+{
+	static const char *const sql = "VACUUM (SKIP_LOCKED) " IDEM_SCHEMA_NAME ".claims";
+	char	   *volatile error = NULL;
+
+	IdemPurgeXactStart(deadline, 0);
+	PG_TRY();
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+		RawStmt    *raw = linitial_node(RawStmt, pg_parse_query(sql));
+		List	   *plans;
+		Portal		portal;
+		QueryCompletion qc;
+
+#if PG_VERSION_NUM >= 150000
+		plans = pg_plan_queries(pg_analyze_and_rewrite_fixedparams(raw, sql, NULL, 0, NULL),
+								sql, CURSOR_OPT_PARALLEL_OK, NULL);
+#else
+		plans = pg_plan_queries(pg_analyze_and_rewrite(raw, sql, NULL, 0, NULL),
+								sql, CURSOR_OPT_PARALLEL_OK, NULL);
+#endif
+		IdemPurgeVacuumLikeAutovacuum();
+		pgstat_report_activity(STATE_RUNNING, sql);
+		portal = CreatePortal("", true, true);
+		portal->visible = false;
+		PortalDefineQuery(portal, NULL, sql, CMDTAG_VACUUM, plans, NULL);
+		PortalStart(portal, NULL, 0, InvalidSnapshot);
+		InitializeQueryCompletion(&qc);
+		(void) PortalRun(portal, FETCH_ALL, true, true, None_Receiver, None_Receiver, &qc);
+		PortalDrop(portal, false);
+		MemoryContextSwitchTo(oldcxt);
+		IdemPurgeXactTimeoutOff();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		IdemPurgeXactTimeoutOff();
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		error = psprintf("VACUUM: %s", edata->message);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return error;
 }
 
 /*
  * Purge one target with a transaction per batch, as the background worker
- * does.  Stops early at deadline, on SIGTERM or when the purge is paused.
+ * does.  Stops early at deadline, on SIGTERM or when the purge is paused;
+ * a batch still running at the deadline is cancelled.
  */
 static void
 IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
@@ -468,20 +555,13 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 		if (!idem_purge_enabled || GetCurrentTimestamp() >= deadline)
 			return;
 
-		SetCurrentStatementStartTimestamp();	/* now() of this batch */
-		StartTransactionCommand();
+		IdemPurgeXactStart(deadline, 0);	/* now() of this batch */
 		PushActiveSnapshot(GetTransactionSnapshot());
 		PG_TRY();
 		{
 			ready = IdemPurgeExtensionReady();
 			if (ready)
 			{
-				char		timeout[32];
-
-				snprintf(timeout, sizeof(timeout), "%d", 100);
-				(void) set_config_option("lock_timeout", timeout, PGC_USERSET,
-										 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
-
 				/*
 				 * A purge batch need not wait for its commit to reach disk: if
 				 * a crash loses it, its rows are expired still and the next
@@ -495,12 +575,14 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 				result->batches++;
 			}
 			PopActiveSnapshot();
+			IdemPurgeXactTimeoutOff();
 			CommitTransactionCommand();
 		}
 		PG_CATCH();
 		{
 			ErrorData  *edata;
 
+			IdemPurgeXactTimeoutOff();
 			MemoryContextSwitchTo(cxt);
 			edata = CopyErrorData();
 			FlushErrorState();
@@ -516,6 +598,7 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 			}
 			result->error = pstrdup(edata->message);
 			FreeErrorData(edata);
+			pgstat_report_activity(STATE_IDLE, NULL);
 			return;
 		}
 		PG_END_TRY();
@@ -531,11 +614,48 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 	}
 }
 
+/* Record a worker run in its own transaction, given a second past deadline */
+static void
+IdemPurgeRecordWorkerRun(IdemPurgeTarget *target, IdemPurgeResult *result,
+						 TimestampTz deadline, MemoryContext cxt)
+{
+	IdemPurgeXactStart(deadline, 1000);
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (IdemPurgeExtensionReady())
+			IdemPurgeRecord(target, result, "worker");
+		PopActiveSnapshot();
+		IdemPurgeXactTimeoutOff();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		IdemPurgeXactTimeoutOff();
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("idempotency purge could not record its run of %s: %s",
+						target->label, edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+}
+
 /*
  * One purge round in the current database, run by the per-database
- * background worker: every target in batches, then a VACUUM of the claims
- * if any were deleted.  Logs at most one line, unless idempotency.log_purge
- * asks for one per target.
+ * background worker: every target in batches, the claims followed by their
+ * VACUUM if any were deleted, all within idempotency.purge_max_runtime:
+ * every statement is cancelled when the time is up, and a lock held by
+ * another session makes a batch time out after lock_timeout (and retry
+ * smaller) or the VACUUM skip the table.  So the round ends on time, and
+ * the launcher moves on to the next database.  Logs at most one line,
+ * unless idempotency.log_purge asks for one per target.
  */
 void
 IdemPurgeDatabaseRound(void)
@@ -545,28 +665,48 @@ IdemPurgeDatabaseRound(void)
 	MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline = TimestampTzPlusMilliseconds(start, idem_purge_max_runtime);
-	List	   *targets = NIL;
+	List	   *volatile targets = NIL;
 	ListCell   *lc;
 	int64		total = 0;
-	int64		claims = 0;
 	int			timeouts = 0;
 	int			errors = 0;
-	bool		ready;
-	char	   *dbname;
+	volatile bool ready = false;
+	char	   *volatile dbname = NULL;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	MemoryContextSwitchTo(cxt);
-	dbname = get_database_name(MyDatabaseId);	/* needs a transaction */
-	ready = IdemPurgeExtensionReady();
-	if (ready)
+	/* no statement of the round waits long for a lock */
+	(void) set_config_option("lock_timeout", "100", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SET, true, 0, false);
+
+	IdemPurgeXactStart(deadline, 0);
+	PG_TRY();
 	{
-		targets = IdemPurgeTargets();
-		(void) IdemNamespaceCompact();	/* rows left by concurrent first uses */
+		PushActiveSnapshot(GetTransactionSnapshot());
+		MemoryContextSwitchTo(cxt);
+		dbname = get_database_name(MyDatabaseId);	/* needs a transaction */
+		ready = IdemPurgeExtensionReady();
+		if (ready)
+		{
+			targets = IdemPurgeTargets();
+			(void) IdemNamespaceCompact();	/* rows left by concurrent first uses */
+		}
+		PopActiveSnapshot();
+		IdemPurgeXactTimeoutOff();
+		CommitTransactionCommand();
 	}
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		IdemPurgeXactTimeoutOff();
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("idempotency purge could not start its round: %s", edata->message)));
+		ready = false;
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 	if (!ready)
 	{
@@ -583,24 +723,24 @@ IdemPurgeDatabaseRound(void)
 
 		IdemPurgeTargetInBatches(target, deadline, &result, cxt);
 		MemoryContextSwitchTo(cxt);
+
+		/* the claims' VACUUM is part of their run, and of its duration */
+		if (target->is_claims && result.rows > 0 &&
+			GetCurrentTimestamp() < deadline)
+		{
+			char	   *error = IdemPurgeVacuumClaims(deadline, cxt);
+
+			MemoryContextSwitchTo(cxt);
+			if (error != NULL && result.error == NULL)
+				result.error = error;
+		}
+
 		total += result.rows;
-		if (target->is_claims)
-			claims = result.rows;
 		timeouts += result.timeouts;
 		if (result.error != NULL)
 			errors++;
-
 		if (result.rows > 0 || result.error != NULL || result.timeouts > 0)
-		{
-			SetCurrentStatementStartTimestamp();
-			StartTransactionCommand();
-			PushActiveSnapshot(GetTransactionSnapshot());
-			if (IdemPurgeExtensionReady())
-				IdemPurgeRecord(target, &result, "worker");
-			PopActiveSnapshot();
-			CommitTransactionCommand();
-			MemoryContextSwitchTo(cxt);
-		}
+			IdemPurgeRecordWorkerRun(target, &result, deadline, cxt);
 		if (idem_log_purge)
 			ereport(LOG,
 					(errmsg("idempotency purge of %s in database \"%s\": %lld rows in %d batches, %d lock timeouts%s%s",
@@ -611,9 +751,6 @@ IdemPurgeDatabaseRound(void)
 		if (!idem_purge_enabled || GetCurrentTimestamp() >= deadline)
 			break;
 	}
-
-	if (claims > 0)
-		IdemPurgeVacuumClaims();
 
 	if (!idem_log_purge && (total > 0 || errors > 0))
 		ereport(LOG,

@@ -13,8 +13,8 @@
  * deletes it.
  */
 #define IDEM_REQUEST_EXPIRED_SQL(r, ttl) \
-	"((coalesce(" r "completed_at, " r "created_at) AT TIME ZONE 'UTC') + " ttl ")" \
-	" AT TIME ZONE 'UTC' < now()" \
+	"idempotency.idem_expires_at(coalesce(" r "completed_at, " r "created_at), " ttl ")" \
+	" < now()" \
 	" AND NOT (" r "status = 'in_progress' AND " r "lease_expires_at > clock_timestamp())"
 
 #endif							/* IDEM_REQUEST_H */

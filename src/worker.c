@@ -12,13 +12,19 @@
  *
  * Lifecycle:
  *	 - SIGHUP reloads the configuration; a new interval applies at once.
- *	 - SIGTERM stops the launcher (and its current worker, which is
- *	   cancelled between or inside a batch; a batch is one transaction, so
- *	   it rolls back whole).  The launcher exits with code 1, so the
- *	   postmaster restarts it after bgw_restart_time, as it does after a
- *	   crash; at shutdown the postmaster restarts nothing.
- *	 - All waits are on the latch with WL_EXIT_ON_PM_DEATH, and a worker's
- *	   rounds are bounded, so the purge never delays a shutdown.
+ *	 - SIGTERM stops the launcher, as in autoprewarm: its handler sets
+ *	   ShutdownRequestPending and the latch, and the main loop ends.  The
+ *	   current worker is terminated with it (a worker handles SIGTERM with
+ *	   die(), as worker_spi's do, inside a batch too; a batch is one
+ *	   transaction, so it rolls back whole).  The launcher exits with code
+ *	   1, so the postmaster restarts it after bgw_restart_time, as it does
+ *	   after a crash; at shutdown the postmaster restarts nothing.
+ *	 - A round is bounded by idempotency.purge_max_runtime (purge.c cancels
+ *	   each of its statements at the deadline); a worker still running
+ *	   IDEM_WORKER_GRACE_MS later is terminated, so one database cannot
+ *	   hold up the others' rounds.
+ *	 - All waits are on the latch with WL_EXIT_ON_PM_DEATH, so the purge
+ *	   never delays a shutdown.
  *	 - Nothing is done while the server is in recovery (a standby), nor in
  *	   binary upgrade mode; idempotency.purge_enabled = off pauses it.
  */
@@ -49,57 +55,27 @@
 PGDLLEXPORT void IdemLauncherMain(Datum arg);
 PGDLLEXPORT void IdemPurgeWorkerMain(Datum arg);
 
-bool		idem_purge_enabled = true;
-int			idem_purge_interval = 60;
-int			idem_purge_batch_size = 10000;
-int			idem_purge_max_runtime = 30000;
-int			idem_purge_history = 1000;
-bool		idem_log_purge = false;
+/* GUC: time between rounds; the round's own GUCs are in purge.c */
+static int	idem_purge_interval = 60;
 
-static volatile sig_atomic_t got_sigterm = false;
+/*
+ * How long past idempotency.purge_max_runtime the launcher lets a worker
+ * run before terminating it: every statement of a round is cancelled at
+ * the deadline, so this only catches a worker stuck where no cancel
+ * reaches.
+ */
+#define IDEM_WORKER_GRACE_MS	10000L
 
-/* SIGTERM for the launcher: finish up at the next chance */
-static void
-IdemLauncherSigterm(SIGNAL_ARGS)
-{
-	int			save_errno = errno;
-
-	got_sigterm = true;
-	SetLatch(MyLatch);
-	errno = save_errno;
-}
-
-/* Define the purge GUCs; register the launcher when preloaded */
+/* Define the launcher's GUC; register the launcher when preloaded */
 void
 IdemWorkerInit(void)
 {
 	BackgroundWorker worker;
 
-	DefineCustomBoolVariable("idempotency.purge_enabled",
-							 "Whether the background worker purges expired rows.",
-							 NULL, &idem_purge_enabled, true,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idempotency.purge_interval",
 							"Time between purge rounds in each database.",
 							NULL, &idem_purge_interval, 60, 1, 86400,
 							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.purge_batch_size",
-							"Rows deleted per purge batch, each batch in its own transaction.",
-							"After a lock timeout the purge halves its batch, down to 100 rows, and grows it back afterwards.",
-							&idem_purge_batch_size, 10000, IDEM_PURGE_MIN_BATCH, 1000000,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.purge_max_runtime",
-							"Longest time one purge round may run in a database.",
-							NULL, &idem_purge_max_runtime, 30000, 100, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.purge_history",
-							"Purge runs kept in idempotency.purge_runs, per database.",
-							NULL, &idem_purge_history, 1000, 1, 1000000,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
-	DefineCustomBoolVariable("idempotency.log_purge",
-							 "Log every purged table, not just one line per round.",
-							 NULL, &idem_log_purge, false,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;
@@ -151,7 +127,7 @@ IdemLauncherDatabases(MemoryContext cxt)
 static bool
 IdemLauncherSleep(long ms)
 {
-	if (got_sigterm)
+	if (ShutdownRequestPending)
 		return false;
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 ms, PG_WAIT_EXTENSION);
@@ -162,16 +138,21 @@ IdemLauncherSleep(long ms)
 		ConfigReloadPending = false;
 		ProcessConfigFile(PGC_SIGHUP);
 	}
-	return !got_sigterm;
+	return !ShutdownRequestPending;
 }
 
-/* Run one per-database worker to completion; false on SIGTERM */
+/*
+ * Run one per-database worker to completion; false on SIGTERM.  A worker
+ * still running well past its round's time is terminated, so that one
+ * database cannot hold up the rounds of the others.
+ */
 static bool
 IdemLauncherRunWorker(Oid dbid)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
 	pid_t		pid;
+	TimestampTz limit;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -191,10 +172,20 @@ IdemLauncherRunWorker(Oid dbid)
 				 errhint("Raise max_worker_processes.")));
 		return IdemLauncherSleep(1000L);
 	}
+	limit = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										(int64) idem_purge_max_runtime + IDEM_WORKER_GRACE_MS);
 	for (;;)
 	{
 		if (GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED)
 			return true;
+		if (GetCurrentTimestamp() >= limit)
+		{
+			ereport(LOG,
+					(errmsg("idempotency purge worker for database %u overran its round; terminating it", dbid)));
+			TerminateBackgroundWorker(handle);
+			(void) WaitForBackgroundWorkerShutdown(handle);
+			return !ShutdownRequestPending;
+		}
 		if (!IdemLauncherSleep(1000L))
 		{
 			TerminateBackgroundWorker(handle);
@@ -213,7 +204,7 @@ IdemLauncherMain(Datum arg pg_attribute_unused())
 	MemoryContext cxt;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, IdemLauncherSigterm);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 	/* no database: pg_database is a shared catalog */
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
@@ -221,7 +212,7 @@ IdemLauncherMain(Datum arg pg_attribute_unused())
 	cxt = AllocSetContextCreate(TopMemoryContext, "idempotency launcher",
 								ALLOCSET_DEFAULT_SIZES);
 
-	while (!got_sigterm)
+	while (!ShutdownRequestPending)
 	{
 		TimestampTz start = GetCurrentTimestamp();
 		long		elapsed;
@@ -242,7 +233,7 @@ IdemLauncherMain(Datum arg pg_attribute_unused())
 
 		elapsed = TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
 		/* sleep out the interval, waking on SIGHUP to apply a new one */
-		while (!got_sigterm &&
+		while (!ShutdownRequestPending &&
 			   elapsed < (long) idem_purge_interval * 1000L)
 		{
 			if (!IdemLauncherSleep((long) idem_purge_interval * 1000L - elapsed))
