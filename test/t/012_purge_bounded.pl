@@ -1,0 +1,155 @@
+# A purge round is bounded by idempotency.purge_max_runtime whatever a
+# plain role does in its database, and one database cannot hold up the
+# purge of another:
+#  - a purge policy table with a BEFORE DELETE trigger that sleeps 30 s:
+#    the batch is cancelled at the deadline and the run records the error;
+#  - a session holding SHARE UPDATE EXCLUSIVE on idempotency.claims: the
+#    claims are still purged and the round's VACUUM skips the table instead
+#    of waiting;
+#  - a session holding ACCESS EXCLUSIVE on idempotency.claims: batches time
+#    out on the lock, and the round still ends on time;
+# while, all along, expired claims in another database are purged within a
+# few rounds.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdemCheck;
+use Time::HiRes qw(time usleep);
+
+my $max_runtime_ms = 2000;
+
+my $node = PostgreSQL::Test::Cluster->new('bounded');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'idempotency'
+idempotency.purge_interval = '1s'
+idempotency.purge_max_runtime = '${max_runtime_ms}ms'
+log_statement = none
+});
+$node->start;
+
+# 'slow' comes first in the launcher's round (databases in OID order)
+$node->safe_psql('postgres', 'CREATE DATABASE slow');
+$node->safe_psql('postgres', 'CREATE DATABASE fast');
+$node->safe_psql('postgres', 'CREATE ROLE alice LOGIN');
+foreach my $db ('slow', 'fast')
+{
+	$node->safe_psql($db, q{
+		CREATE EXTENSION idempotency;
+		SELECT idem_namespace_define('short', '1 second');
+	});
+}
+
+# alice, a plain role, owns a purged table whose deletes sleep
+$node->safe_psql('slow', q{
+	GRANT CREATE ON SCHEMA public TO alice;
+	GRANT USAGE ON SCHEMA idempotency TO alice;
+	GRANT DELETE ON idempotency.claims TO alice;
+});
+$node->safe_psql('slow', q{
+	SET ROLE alice;
+	CREATE TABLE events (id int, at timestamptz NOT NULL);
+	INSERT INTO events SELECT g, now() - interval '1 hour' FROM generate_series(1, 100) g;
+	CREATE FUNCTION events_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN PERFORM pg_sleep(30); RETURN OLD; END $$;
+	CREATE TRIGGER events_slow BEFORE DELETE ON events FOR EACH ROW EXECUTE FUNCTION events_slow();
+	SELECT idem_purge_policy_add('events', 'at', '1 minute');
+});
+
+sub expired_claims
+{
+	my ($db, $n, $prefix) = @_;
+	$node->safe_psql($db, qq{
+		SELECT count(*) FROM (SELECT idem_claim('$prefix' || g, 'short') FROM generate_series(1, $n) g) s;
+		UPDATE idempotency.claims SET claimed_at = claimed_at - interval '1 minute'
+		 WHERE idempotency.idem_key_text(key) LIKE '$prefix%';
+	});
+}
+
+# seconds until $db has no claim left with $prefix, or undef after $secs
+sub wait_purged
+{
+	my ($db, $prefix, $secs) = @_;
+	my $start = time();
+	while (time() - $start < $secs)
+	{
+		return time() - $start if $node->safe_psql($db, qq{
+			SELECT count(*) FROM idem_claims WHERE event_id LIKE '$prefix%'}) eq '0';
+		usleep(100_000);
+	}
+	return undef;
+}
+
+# the longest purge worker alive now, in seconds
+sub oldest_worker_secs
+{
+	return $node->safe_psql('postgres', q{
+		SELECT coalesce(max(extract(epoch FROM now() - backend_start)), 0)::int
+		  FROM pg_stat_activity WHERE backend_type = 'idempotency purge worker'});
+}
+
+# --- a slow policy trigger in 'slow' ------------------------------------
+expired_claims('fast', 1000, 'f1-');
+my $took = wait_purged('fast', 'f1-', 15);
+ok(defined $took, "beside a 30 s delete trigger in another database, claims are purged ("
+	  . (defined $took ? sprintf('%.1f s', $took) : 'never') . ')');
+$node->poll_query_until('slow', q{
+	SELECT count(*) > 0 FROM idempotency.purge_runs WHERE target = 'public.events'})
+  or die 'no run of the slow table was ever recorded';
+my $run = $node->safe_psql('slow', q{
+	SELECT error, extract(epoch FROM finished_at - started_at) < 4, rows_deleted
+	  FROM idempotency.purge_runs WHERE target = 'public.events' ORDER BY run_id LIMIT 1});
+my ($error, $short, $rows) = split /\|/, $run;
+like($error, qr/statement timeout/, 'the slow batch is cancelled at the deadline, and the run says so');
+is($short, 't', "the slow table's run lasts less than 4 s (max_runtime ${max_runtime_ms} ms)");
+is($rows, '0', 'the cancelled batch deleted nothing (it rolled back whole)');
+cmp_ok(oldest_worker_secs(), '<', 6, 'no purge worker lives much past its round');
+is($node->safe_psql('slow', 'SELECT count(*) FROM events'), '100', 'the slow table keeps its rows');
+
+# --- SHARE UPDATE EXCLUSIVE held on the claims in 'slow' -------------------
+my $log_offset = -s $node->logfile;
+my $holder = $node->background_psql('slow');
+$holder->query_safe(q{SET ROLE alice});
+$holder->query_safe(q{BEGIN});
+$holder->query_safe(q{LOCK TABLE idempotency.claims IN SHARE UPDATE EXCLUSIVE MODE});
+expired_claims('slow', 500, 's1-');
+expired_claims('fast', 1000, 'f2-');
+ok(defined wait_purged('slow', 's1-', 15), 'with the claims locked SHARE UPDATE EXCLUSIVE, they are still purged');
+ok(defined wait_purged('fast', 'f2-', 15), 'and the other database is purged too');
+ok($node->wait_for_log(qr/skipping vacuum of "claims" --- lock not available/, $log_offset),
+	"the round's VACUUM skips the locked table instead of waiting");
+cmp_ok(oldest_worker_secs(), '<', 6, 'no purge worker waits on the lock');
+$holder->query_safe(q{COMMIT});
+
+# --- ACCESS EXCLUSIVE held on the claims in 'slow' -----------------------
+$holder->query_safe(q{RESET ROLE});
+expired_claims('slow', 200, 's2-');
+$holder->query_safe(q{BEGIN});
+$holder->query_safe(q{LOCK TABLE idempotency.claims IN ACCESS EXCLUSIVE MODE});
+my $start = time();
+expired_claims('fast', 1000, 'f3-');
+$took = wait_purged('fast', 'f3-', 15);
+ok(defined $took, 'with the claims of one database locked ACCESS EXCLUSIVE, the other is purged');
+cmp_ok(oldest_worker_secs(), '<', 6, 'no purge worker outlives its round on the lock');
+is($node->safe_psql('fast', q{SELECT count(*) FROM pg_stat_activity
+	 WHERE backend_type = 'idempotency purge worker' AND wait_event_type = 'Lock'
+	   AND now() - state_change > interval '3 seconds'}),
+	'0', 'no purge worker has waited on a lock for more than 3 s');
+$holder->query_safe(q{COMMIT});
+$holder->quit;
+ok(defined wait_purged('slow', 's2-', 15), 'once the lock is gone, the locked database is purged');
+
+# the slow table's runs never outlast the round
+is($node->safe_psql('slow', qq{
+	SELECT count(*) FROM idempotency.purge_runs
+	 WHERE finished_at - started_at > interval '${max_runtime_ms} ms' + interval '2 seconds'}),
+	'0', 'no recorded run outlasts purge_max_runtime by more than 2 s');
+
+amcheck_claims($node, 'slow');
+amcheck_claims($node, 'fast');
+
+$node->stop;
+done_testing();
