@@ -52,6 +52,15 @@ EXECUTE cas_text('3', 'DELIVERED');
 EXECUTE cas_text('three', 'DELIVERED');
 \echo :LAST_ERROR_SQLSTATE
 DEALLOCATE cas_text;
+-- an int8 key on an int4 key column compares through the cross-type
+-- operator, as in a WHERE clause: no overflow, just missing
+CREATE TABLE small_pk (id int PRIMARY KEY, status text NOT NULL DEFAULT 'PENDING');
+INSERT INTO small_pk VALUES (1);
+SELECT idem_machine_bind('small_pk', 'status', 'payment');
+SELECT idem_cas_row('small_pk'::regclass, 1::bigint, 'PAID') AS int8_key,
+       idem_cas_row('small_pk'::regclass, 4294967297::bigint, 'PAID') AS too_big_int8_key,
+       idem_cas_row('small_pk'::regclass, 1::smallint, 'PAID') AS int2_key;
+DROP TABLE small_pk;
 -- a key longer than a varchar key column allows is simply missing
 CREATE TABLE codes (code varchar(4) PRIMARY KEY, status text NOT NULL DEFAULT 'PENDING');
 INSERT INTO codes VALUES ('AB');
@@ -142,6 +151,11 @@ ALTER TABLE orders ADD CONSTRAINT no_refund_of_big CHECK (NOT (status = 'REFUNDE
 UPDATE orders SET amount = 500 WHERE id = 4;
 SELECT idem_cas_row('orders'::regclass, 4::bigint, 'REFUNDED');
 \echo :LAST_ERROR_SQLSTATE
+-- a statement that goes on to write a row its own CAS moved gets the error
+-- an UPDATE run through SPI would give, not a silently lost write
+UPDATE orders SET note = idem_cas_row('orders'::regclass, id, 'SHIPPED') WHERE id = 4;
+\echo :LAST_ERROR_SQLSTATE
+SELECT status, note FROM orders WHERE id = 4;
 
 -- a CAS and the business write in one transaction, rolled back together
 BEGIN;

@@ -156,6 +156,8 @@ IdemBindingFindKey(IdemBinding *b)
 			b->pk_attno = index->rd_index->indkey.values[0];
 			b->pk_type = TupleDescAttr(RelationGetDescr(rel), b->pk_attno - 1)->atttypid;
 			b->pk_collation = index->rd_indcollation[0];
+			b->pk_opfamily = opfamily;
+			b->pk_opcintype = opcintype;
 			eqop = get_opfamily_member(opfamily, opcintype, opcintype,
 									   BTEqualStrategyNumber);
 			b->pk_eqproc = get_opcode(eqop);

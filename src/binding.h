@@ -34,6 +34,8 @@ typedef struct IdemBinding
 	AttrNumber	pk_attno;
 	Oid			pk_type;
 	Oid			pk_collation;
+	Oid			pk_opfamily;	/* the key index's operator family */
+	Oid			pk_opcintype;	/* and its opclass's input type */
 	RegProcedure pk_eqproc;		/* equality function of the key's opclass */
 	/* privileges already checked for one user */
 	Oid			acl_user;

@@ -28,8 +28,9 @@
  * outcome that writes nothing still counts as a read in SSI's conflict
  * tracking.
  *
- * The key is converted to the primary key's type as the parser would
- * convert it in "WHERE key = $1": implicit casts, or input conversion from
+ * The key is compared with the primary key as the parser would compare it
+ * in "WHERE key = $1": through a cross-type operator of the index's
+ * operator family, else after an implicit cast, or input conversion from
  * a text argument.
  */
 #include "postgres.h"
@@ -105,71 +106,97 @@ IdemCasCheckPrivileges(Relation rel, IdemBinding *b)
 	b->acl_ok = true;
 }
 
-/* How one call site converts its key argument, kept in fn_extra */
+/* How one call site compares its key argument, kept in fn_extra */
 typedef struct IdemCasKeyCast
 {
 	Oid			argtype;
-	Oid			pk_type;
-	ExprState  *expr;			/* the conversion, or NULL for none */
+	Oid			pk_index;
+	RegProcedure eqproc;		/* equality of the index column and the key */
+	Oid			subtype;		/* the key's type in the scan, or InvalidOid */
+	ExprState  *expr;			/* a conversion of the key, or NULL */
 	ExprContext *econtext;
 } IdemCasKeyCast;
 
 /*
- * The key argument converted to the primary key column's type, by the
- * parser's coercion machinery, as "WHERE key = $1" would convert it: an
- * implicit cast, or for a text argument the type's input function.  The
+ * The key argument, ready to compare with the primary key, as "WHERE key =
+ * $1" would compare it: through a cross-type equality operator of the key
+ * index's operator family if there is one (an int8 key on an int4 column),
+ * else converted by the parser's coercion machinery: an implicit cast, or
+ * for a text argument the input function of the column's (base) type.  The
  * typmod is left out, so a key too long for the column is simply missing,
- * as in a WHERE clause.
+ * as in a WHERE clause.  Sets *eqproc and *subtype for the scan key.
  */
 static Datum
-IdemCasKey(FunctionCallInfo fcinfo, Relation rel, IdemBinding *b)
+IdemCasKey(FunctionCallInfo fcinfo, Relation rel, IdemBinding *b,
+		   RegProcedure *eqproc, Oid *subtype)
 {
 	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, 1);
 	IdemCasKeyCast *cast = (IdemCasKeyCast *) fcinfo->flinfo->fn_extra;
 	bool		isnull;
 	Datum		key;
 
-	if (argtype == b->pk_type)
+	*eqproc = b->pk_eqproc;
+	*subtype = InvalidOid;
+	if (argtype == b->pk_type || argtype == b->pk_opcintype)
 		return PG_GETARG_DATUM(1);
 
-	if (cast == NULL || cast->argtype != argtype || cast->pk_type != b->pk_type)
+	if (cast == NULL || cast->argtype != argtype || cast->pk_index != b->pk_index)
 	{
 		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-		CaseTestExpr *arg = makeNode(CaseTestExpr);
-		Node	   *expr;
-		bool		from_text = (argtype == UNKNOWNOID ||
-								 TypeCategory(argtype) == TYPCATEGORY_STRING);
+		Oid			crossop = get_opfamily_member(b->pk_opfamily, b->pk_opcintype,
+												  argtype, BTEqualStrategyNumber);
 
-		arg->typeId = argtype == UNKNOWNOID ? TEXTOID : argtype;
-		arg->typeMod = -1;
-		arg->collation = get_typcollation(arg->typeId);
-		expr = coerce_to_target_type(NULL, (Node *) arg, arg->typeId,
-									 b->pk_type, -1,
-									 from_text ? COERCION_EXPLICIT : COERCION_IMPLICIT,
-									 COERCE_IMPLICIT_CAST, -1);
-		if (expr == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("key of type %s does not match the primary key of \"%s\"",
-							format_type_be(argtype), RelationGetRelationName(rel)),
-					 errdetail("Column \"%s\" is of type %s.",
-							   get_attname(RelationGetRelid(rel), b->pk_attno, false),
-							   format_type_be(b->pk_type)),
-					 errhint("Cast the key to %s.", format_type_be(b->pk_type))));
 		if (cast == NULL)
 		{
 			cast = palloc0(sizeof(IdemCasKeyCast));
 			cast->econtext = CreateStandaloneExprContext();
 			fcinfo->flinfo->fn_extra = cast;
 		}
+		cast->argtype = InvalidOid; /* until complete */
+		cast->expr = NULL;
+		cast->eqproc = b->pk_eqproc;
+		cast->subtype = InvalidOid;
+		if (OidIsValid(crossop))
+		{
+			cast->eqproc = get_opcode(crossop);
+			cast->subtype = argtype;
+		}
+		else
+		{
+			CaseTestExpr *arg = makeNode(CaseTestExpr);
+			Oid			target = getBaseType(b->pk_type);
+			bool		from_text = (argtype == UNKNOWNOID ||
+									 TypeCategory(argtype) == TYPCATEGORY_STRING);
+			Node	   *expr;
+
+			arg->typeId = argtype == UNKNOWNOID ? TEXTOID : argtype;
+			arg->typeMod = -1;
+			arg->collation = get_typcollation(arg->typeId);
+			expr = coerce_to_target_type(NULL, (Node *) arg, arg->typeId,
+										 target, -1,
+										 from_text ? COERCION_EXPLICIT : COERCION_IMPLICIT,
+										 COERCE_IMPLICIT_CAST, -1);
+			if (expr == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("key of type %s does not match the primary key of \"%s\"",
+								format_type_be(argtype), RelationGetRelationName(rel)),
+						 errdetail("Column \"%s\" is of type %s.",
+								   get_attname(RelationGetRelid(rel), b->pk_attno, false),
+								   format_type_be(b->pk_type)),
+						 errhint("Cast the key to %s.", format_type_be(b->pk_type))));
+			/* binary-coercible types need no conversion */
+			while (IsA(expr, RelabelType))
+				expr = (Node *) ((RelabelType *) expr)->arg;
+			if (!IsA(expr, CaseTestExpr))
+				cast->expr = ExecInitExpr((Expr *) expr, NULL);
+		}
+		cast->pk_index = b->pk_index;
 		cast->argtype = argtype;
-		cast->pk_type = b->pk_type;
-		/* binary-coercible types need no conversion */
-		while (IsA(expr, RelabelType))
-			expr = (Node *) ((RelabelType *) expr)->arg;
-		cast->expr = IsA(expr, CaseTestExpr) ? NULL : ExecInitExpr((Expr *) expr, NULL);
 		MemoryContextSwitchTo(old);
 	}
+	*eqproc = cast->eqproc;
+	*subtype = cast->subtype;
 	if (cast->expr == NULL)
 		return PG_GETARG_DATUM(1);
 
@@ -235,6 +262,8 @@ typedef struct IdemCasSeek
 	IdemBinding *b;
 	IdemMachine *m;
 	Datum		key;
+	RegProcedure eqproc;		/* how the index column compares with key */
+	Oid			subtype;		/* key's type, if it differs from the column's */
 	int			to;				/* the target state */
 	bool		have_expected;
 	int64		expected;
@@ -253,8 +282,8 @@ IdemCasIndexScan(IdemCasSeek *cs, Snapshot snapshot, TupleTableSlot *slot)
 	IndexScanDesc scan;
 	bool		found;
 
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   cs->b->pk_collation, cs->b->pk_eqproc, cs->key);
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, cs->subtype,
+						   cs->b->pk_collation, cs->eqproc, cs->key);
 	scan = index_beginscan(cs->seek.heap, cs->index, snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
@@ -287,6 +316,22 @@ IdemCasProbe(IdemRowSeek *seek)
 						 ExecFetchSlotHeapTuple(slot, false, NULL), bslot->buffer);
 	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
 	return true;
+}
+
+/*
+ * The seek's vanished test, under a transaction snapshot: does the snapshot
+ * (with all of our own changes) still see a row the dirty probe no longer
+ * finds?  Then a transaction that committed after the snapshot removed it,
+ * and an UPDATE would fail to serialize.
+ */
+static bool
+IdemCasVanished(IdemRowSeek *seek)
+{
+	IdemCasSeek *cs = (IdemCasSeek *) seek;
+	SnapshotData snap = *GetTransactionSnapshot();
+
+	snap.curcid = InvalidCommandId;
+	return IdemCasIndexScan(cs, &snap, seek->lockslot);
 }
 
 /* The seek's decision: the machine's verdict on the row found */
@@ -443,6 +488,7 @@ idem_cas_row(PG_FUNCTION_ARGS)
 	cs.expected = cs.have_expected ? PG_GETARG_INT64(3) : 0;
 
 	rel = IdemOpenRelationArg(relid, RowExclusiveLock);
+	b = IdemBindingGet(relid, false);	/* bound tables are plain tables */
 	if (rel->rd_tableam != GetHeapamTableAmRoutine())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -451,7 +497,6 @@ idem_cas_row(PG_FUNCTION_ARGS)
 						   RelationGetRelationName(rel),
 						   get_am_name(rel->rd_rel->relam)),
 				 errhint("Use UPDATE ... WHERE with idem_cas_status() as the check.")));
-	b = IdemBindingGet(relid, false);
 	if (!OidIsValid(b->pk_index))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -470,13 +515,14 @@ idem_cas_row(PG_FUNCTION_ARGS)
 	cs.m = IdemMachineGet(b->machine, strlen(b->machine));
 	cs.to = IdemMachineRequireState(cs.m, VARDATA_ANY(target), VARSIZE_ANY_EXHDR(target));
 	target_datum = IdemBindingStatusDatum(b, text_to_cstring(target));
-	cs.key = IdemCasKey(fcinfo, rel, b);
+	cs.key = IdemCasKey(fcinfo, rel, b, &cs.eqproc, &cs.subtype);
 
 	cs.index = index_open(b->pk_index, RowExclusiveLock);
 	cs.seek.heap = rel;
 	cs.seek.oper = XLTW_Update;
 	cs.seek.probe = IdemCasProbe;
 	cs.seek.decide = IdemCasDecide;
+	cs.seek.vanished = IdemCasVanished;
 	cs.seek.conflict = IdemCasSerializationFailure;
 	cs.seek.lockslot = table_slot_create(rel, NULL);
 	InitDirtySnapshot(cs.dirty);

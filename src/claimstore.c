@@ -315,7 +315,7 @@ IdemReportUnseen(IdemRowSeek *seek pg_attribute_unused())
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("could not serialize access due to concurrent claim"),
-			 errdetail("The event was claimed by a transaction that committed after this transaction's snapshot was taken.")));
+			 errdetail("A transaction that committed after this transaction's snapshot was taken claimed or released the event.")));
 }
 
 /*
@@ -530,6 +530,23 @@ IdemClaimAbsent(IdemRowSeek *seek)
 								 probe->fingerprint, &probe->inserted);
 }
 
+/*
+ * A release's vanished test, under a transaction snapshot: the snapshot
+ * (with all of our own changes) still sees a live claim that a transaction
+ * committed since removed, so a DELETE would fail to serialize.  An expired
+ * claim counts as absent either way.
+ */
+static bool
+IdemReleaseVanished(IdemRowSeek *seek)
+{
+	IdemProbe  *probe = (IdemProbe *) seek;
+	SnapshotData snap = *GetTransactionSnapshot();
+
+	snap.curcid = InvalidCommandId;
+	IdemProbeKey(probe->store, probe->ns->id, probe->key, &snap, probe);
+	return probe->found && !IdemProbeExpired(probe->store, probe->ns, probe);
+}
+
 /* A release deletes whatever claim it finds */
 static IdemRowAction
 IdemReleaseDecide(IdemRowSeek *seek pg_attribute_unused())
@@ -643,6 +660,7 @@ IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
 
 	IdemProbeInit(&probe, store, ns, key, NULL, XLTW_Delete);
 	probe.seek.decide = IdemReleaseDecide;
+	probe.seek.vanished = IdemReleaseVanished;
 	result = IdemRowSeekRun(&probe.seek);
 	IdemStatsAdd(ns->stats, IDEM_STAT_WAITS, probe.seek.waits);
 	if (result != IDEM_ROW_DELETED)

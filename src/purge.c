@@ -147,15 +147,19 @@ IdemPurgeInit(void)
  * the TID cursor, $2 the batch size, $3 a user table's TTL.  It returns
  * the new cursor, the rows seen, the rows deleted and the namespaces of
  * deleted rows.  Every operator and function is named with its schema, as
- * a user table's batch runs with its owner's search_path.
+ * a user table's batch runs with its owner's search_path.  ONLY: TIDs are
+ * per table, and inheritance children have their own.  The cursor is the
+ * largest TID picked, so the scan must return rows in TID order: a TID
+ * range scan does, and a sequential scan does without synchronized scans
+ * (which IdemPurgeBatch turns off); FOR UPDATE rules out a parallel plan.
  */
 static const char *const idem_purge_batch_sql =
 "WITH victims AS MATERIALIZED ("
-"  SELECT t.ctid AS tid FROM %1$s t%2$s"
+"  SELECT t.ctid AS tid FROM ONLY %1$s t%2$s"
 "   WHERE t.ctid OPERATOR(pg_catalog.>) $1 AND %3$s"
 "   LIMIT $2 FOR UPDATE OF t SKIP LOCKED),"
 " gone AS ("
-"  DELETE FROM %1$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT tid FROM victims))"
+"  DELETE FROM ONLY %1$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT tid FROM victims))"
 "  RETURNING %4$s AS ns)"
 "SELECT (SELECT pg_catalog.max(tid) FROM victims), (SELECT pg_catalog.count(*) FROM victims),"
 "       (SELECT pg_catalog.count(*) FROM gone),"
@@ -331,6 +335,8 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 	args[2] = IntervalPGetDatum(&target->ttl);
 
 	IdemSpiScopeBegin(&scope, target->owner, target->is_internal);
+	(void) set_config_option("synchronize_seqscans", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_execute_with_args(target->sql, target->is_internal ? 2 : 3, argtypes, args,
 							  NULL, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
@@ -455,11 +461,26 @@ IdemPurgeXactStart(TimestampTz deadline, long floor_ms)
 	enable_timeout_after(STATEMENT_TIMEOUT, (int) Max(Max(left, floor_ms), 1));
 }
 
-/* Disarm the statement timeout of IdemPurgeXactStart */
+/*
+ * Disarm the statement timeout of IdemPurgeXactStart.  If it fired after
+ * the statement's last interrupt check, the cancel it left pending is for
+ * a statement that is over: drop it, rather than let it cancel whatever
+ * comes next.
+ */
 static void
 IdemPurgeXactTimeoutOff(void)
 {
-	disable_timeout(STATEMENT_TIMEOUT, false);
+	disable_timeout(STATEMENT_TIMEOUT, true);
+	if (get_timeout_indicator(STATEMENT_TIMEOUT, true))
+		QueryCancelPending = false;
+}
+
+/* No statement of a round waits more than 100 ms for a lock */
+static void
+IdemPurgeRoundLockTimeout(void)
+{
+	(void) set_config_option("lock_timeout", "100", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SET, true, 0, false);
 }
 
 /*
@@ -479,10 +500,18 @@ IdemPurgeVacuumClaims(TimestampTz deadline, MemoryContext cxt)
 	static const char *const sql = "VACUUM (SKIP_LOCKED) " IDEM_SCHEMA_NAME ".claims";
 	char	   *volatile error = NULL;
 
+	/*
+	 * No lock_timeout: SKIP_LOCKED covers the table's lock, and VACUUM's
+	 * last steps wait briefly for database-wide locks every autovacuum
+	 * takes; the statement timeout bounds it all.  Set for the session,
+	 * since VACUUM runs transactions of its own.
+	 */
+	(void) set_config_option("lock_timeout", "0", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SET, true, 0, false);
 	IdemPurgeXactStart(deadline, 0);
+	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
 		RawStmt    *raw = linitial_node(RawStmt, pg_parse_query(sql));
 		List	   *plans;
 		Portal		portal;
@@ -504,7 +533,8 @@ IdemPurgeVacuumClaims(TimestampTz deadline, MemoryContext cxt)
 		InitializeQueryCompletion(&qc);
 		(void) PortalRun(portal, FETCH_ALL, true, true, None_Receiver, None_Receiver, &qc);
 		PortalDrop(portal, false);
-		MemoryContextSwitchTo(oldcxt);
+		/* not back to oldcxt: VACUUM committed the transaction it was in */
+		MemoryContextSwitchTo(cxt);
 		IdemPurgeXactTimeoutOff();
 		CommitTransactionCommand();
 	}
@@ -521,6 +551,7 @@ IdemPurgeVacuumClaims(TimestampTz deadline, MemoryContext cxt)
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
+	IdemPurgeRoundLockTimeout();
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return error;
 }
@@ -673,9 +704,7 @@ IdemPurgeDatabaseRound(void)
 	volatile bool ready = false;
 	char	   *volatile dbname = NULL;
 
-	/* no statement of the round waits long for a lock */
-	(void) set_config_option("lock_timeout", "100", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SET, true, 0, false);
+	IdemPurgeRoundLockTimeout();
 
 	IdemPurgeXactStart(deadline, 0);
 	PG_TRY();

@@ -11,7 +11,9 @@
  *	2. If a transaction is inserting, updating or deleting the row found,
  *	   wait for it (or only for its speculative insertion), then go to 1.
  *	3. In REPEATABLE READ or SERIALIZABLE, a row committed after our
- *	   snapshot is a serialization failure, as it is for UPDATE.
+ *	   snapshot is a serialization failure, as it is for UPDATE; so is a
+ *	   key the snapshot still sees but a committed transaction removed
+ *	   (the caller's vanished callback tells).
  *	4. Decide on the stable row.  If the decision needs a write, delete or
  *	   lock exactly that version; if it changed meanwhile, go to 1 (or, for
  *	   a lock under a transaction snapshot, fail as UPDATE would).
@@ -88,6 +90,9 @@ IdemRowSeekRun(IdemRowSeek *seek)
 
 		if (!seek->probe(seek))
 		{
+			if (!deleted && seek->vanished != NULL &&
+				IsolationUsesXactSnapshot() && seek->vanished(seek))
+				seek->conflict(seek);
 			if (seek->absent == NULL || seek->absent(seek))
 				return deleted ? IDEM_ROW_DELETED : IDEM_ROW_ABSENT;
 			continue;			/* a concurrent inserter won: look again */
@@ -106,9 +111,14 @@ IdemRowSeekRun(IdemRowSeek *seek)
 		if (action == IDEM_ROW_KEEP)
 			return IDEM_ROW_KEPT;
 
-		/* a row written earlier in this very command is invisible to it */
-		if (seek->ours)
-			CommandCounterIncrement();
+		/*
+		 * Write under a command id of our own, as SPI does for each
+		 * statement: a row written earlier in this very command becomes
+		 * visible to us, and a statement that goes on to write a row we
+		 * wrote gets "tuple to be updated was already modified" rather than
+		 * skipping it silently.
+		 */
+		CommandCounterIncrement();
 
 		if (action == IDEM_ROW_DELETE)
 		{
