@@ -475,6 +475,33 @@ IdemPurgeXactTimeoutOff(void)
 		QueryCancelPending = false;
 }
 
+/* Commit a worker transaction: its snapshot popped, its timeout disarmed */
+static void
+IdemPurgeXactCommit(void)
+{
+	PopActiveSnapshot();
+	IdemPurgeXactTimeoutOff();
+	CommitTransactionCommand();
+}
+
+/*
+ * In the PG_CATCH of a worker transaction: disarm its timeout, abort it,
+ * and return the error, copied into cxt, which is current on return.
+ */
+static ErrorData *
+IdemPurgeXactFailed(MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	IdemPurgeXactTimeoutOff();
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(cxt);
+	return edata;
+}
+
 /* No statement of a round waits more than 100 ms for a lock */
 static void
 IdemPurgeRoundLockTimeout(void)
@@ -540,13 +567,8 @@ IdemPurgeVacuumClaims(TimestampTz deadline, MemoryContext cxt)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = IdemPurgeXactFailed(cxt);
 
-		IdemPurgeXactTimeoutOff();
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
 		error = psprintf("VACUUM: %s", edata->message);
 		FreeErrorData(edata);
 	}
@@ -605,19 +627,12 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 				result->rows += IdemPurgeBatch(target, batch, &cursor, &more);
 				result->batches++;
 			}
-			PopActiveSnapshot();
-			IdemPurgeXactTimeoutOff();
-			CommitTransactionCommand();
+			IdemPurgeXactCommit();
 		}
 		PG_CATCH();
 		{
-			ErrorData  *edata;
+			ErrorData  *edata = IdemPurgeXactFailed(cxt);
 
-			IdemPurgeXactTimeoutOff();
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			AbortCurrentTransaction();
 			if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
 			{
 				/* someone holds a lock we need: back off with smaller batches */
@@ -656,19 +671,12 @@ IdemPurgeRecordWorkerRun(IdemPurgeTarget *target, IdemPurgeResult *result,
 		PushActiveSnapshot(GetTransactionSnapshot());
 		if (IdemPurgeExtensionReady())
 			IdemPurgeRecord(target, result, "worker");
-		PopActiveSnapshot();
-		IdemPurgeXactTimeoutOff();
-		CommitTransactionCommand();
+		IdemPurgeXactCommit();
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = IdemPurgeXactFailed(cxt);
 
-		IdemPurgeXactTimeoutOff();
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
 		ereport(LOG,
 				(errmsg("idempotency purge could not record its run of %s: %s",
 						target->label, edata->message)));
@@ -718,19 +726,12 @@ IdemPurgeDatabaseRound(void)
 			targets = IdemPurgeTargets();
 			(void) IdemNamespaceCompact();	/* rows left by concurrent first uses */
 		}
-		PopActiveSnapshot();
-		IdemPurgeXactTimeoutOff();
-		CommitTransactionCommand();
+		IdemPurgeXactCommit();
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = IdemPurgeXactFailed(cxt);
 
-		IdemPurgeXactTimeoutOff();
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
 		ereport(LOG,
 				(errmsg("idempotency purge could not start its round: %s", edata->message)));
 		ready = false;

@@ -25,14 +25,8 @@ $node->start;
 
 $node->safe_psql('postgres', 'CREATE DATABASE db2');
 $node->safe_psql('postgres', 'CREATE DATABASE no_ext');
-foreach my $db ('postgres', 'db2')
-{
-	$node->safe_psql($db, q{
-		CREATE EXTENSION idempotency;
-		SELECT idem_namespace_define('short', '1 second');
-		SELECT idem_namespace_define('long', '1 day');
-	});
-}
+create_extension_with_namespaces($node, ['postgres', 'db2'],
+	{ short => '1 second', long => '1 day' });
 
 # concurrent first uses leave redundant namespace rows (same id, older
 # definitions); a round keeps the row defined last of each name

@@ -35,13 +35,7 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE slow');
 $node->safe_psql('postgres', 'CREATE DATABASE fast');
 $node->safe_psql('postgres', 'CREATE ROLE alice LOGIN');
-foreach my $db ('slow', 'fast')
-{
-	$node->safe_psql($db, q{
-		CREATE EXTENSION idempotency;
-		SELECT idem_namespace_define('short', '1 second');
-	});
-}
+create_extension_with_namespaces($node, ['slow', 'fast'], { short => '1 second' });
 
 # alice, a plain role, owns a purged table whose deletes sleep
 $node->safe_psql('slow', q{

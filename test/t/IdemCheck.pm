@@ -2,6 +2,7 @@
 #
 #   use IdemCheck;
 #   amcheck_claims($node, 'postgres', 'after the load');
+#   create_extension_with_namespaces($node, ['db1', 'db2'], { short => '1 second' });
 #
 # amcheck_claims verifies, with amcheck and heapallindexed, every btree
 # index of idempotency.claims, and of idempotency.requests and
@@ -26,9 +27,19 @@ use warnings;
 use Exporter 'import';
 use Test::More;
 
-our @EXPORT = qw(amcheck_claims);
+our @EXPORT = qw(amcheck_claims create_extension_with_namespaces);
 
 my @TABLES = qw(idempotency.claims idempotency.requests idempotency.tokens);
+
+# CREATE EXTENSION idempotency in each of @$dbs of $node, and define the
+# namespaces of %$namespaces (name => TTL) in each
+sub create_extension_with_namespaces
+{
+	my ($node, $dbs, $namespaces) = @_;
+	my $defs = join('', map { "SELECT idem_namespace_define('$_', '$namespaces->{$_}');\n" }
+		  sort keys %$namespaces);
+	$node->safe_psql($_, "CREATE EXTENSION idempotency;\n$defs") foreach @$dbs;
+}
 
 sub amcheck_claims
 {
