@@ -13,3 +13,20 @@ BEGIN
     EXECUTE q INTO n;
     RETURN extract(epoch FROM clock_timestamp() - t0) * 1e6;
 END $$;
+
+-- The claim baseline is what teams write by hand: a processed-events table
+-- keyed by (namespace, event_id) and a PL/pgSQL function doing INSERT ...
+-- ON CONFLICT DO NOTHING.  The claims and scale suites empty it first.
+CREATE TABLE IF NOT EXISTS bench_base (
+    namespace  text        NOT NULL,
+    event_id   text        NOT NULL,
+    claimed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, event_id)
+);
+CREATE OR REPLACE FUNCTION bench_base_claim(p_id text, p_ns text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO bench_base (namespace, event_id) VALUES (p_ns, p_id)
+    ON CONFLICT DO NOTHING;
+    RETURN FOUND;
+END $$;

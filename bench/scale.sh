@@ -1,0 +1,194 @@
+# bench/scale.sh: how the cost of claims and of reclaiming grows with the
+# store, sourced by bench/run.  Opt-in (bench/run scale): it builds a store
+# of 30M claims and a baseline of the same size, some 10 GB and 15 minutes.
+#
+# For each size in SCALE_SIZES (live claims, 7-day TTL; default 0, 1M, 10M
+# and 30M) the store is grown to that size on both sides with the same ids,
+# vacuumed, analyzed and checkpointed; then:
+#
+#  1. New ids: SCALE_N calls of idem_claim on fresh UUID ids against the
+#     baseline's PL/pgSQL INSERT ... ON CONFLICT DO NOTHING (bench/claims.sql)
+#     on a table of the same size; median of SCALE_ROUNDS rounds, sides
+#     alternating, after a warm-up round.
+#  2. Old duplicates: SCALE_N ids drawn at random from the whole store, so
+#     almost none is in the claim cache, against the baseline on the same
+#     ids.
+#  3. Reclaiming: SCALE_EXPIRED (1M) expired claims are added beside the
+#     live ones and checkpointed; then idem_purge() (its shared buffers hit
+#     and read, and its WAL, from EXPLAIN (ANALYZE, BUFFERS, WAL)) and the
+#     VACUUM the store needs afterwards (its buffers from VACUUM VERBOSE,
+#     its WAL from the LSN it moved), per expired claim; the space given
+#     back to the operating system; then a round with nothing to delete.
+#
+# The bars are issue 12's.  Timings are in-server (no client round trip).
+
+scale_timed() {     # size round what query
+    psql_q -c "INSERT INTO scale_results SELECT $1, $2, '$3', bench_time(\$q\$$4\$q\$)"
+}
+
+scale_loops() {     # size rounds n
+    local s=$1 rounds=$2 n=$3 r
+    local ours_new="SELECT count(*) FILTER (WHERE idem_claim(id, 'scale_live')) FROM scale_ids"
+    local base_new="SELECT count(*) FILTER (WHERE bench_base_claim(id, 'scale')) FROM scale_ids"
+    for r in $(seq 0 "$rounds"); do
+        psql_q -c "TRUNCATE scale_ids" \
+               -c "INSERT INTO scale_ids SELECT gen_random_uuid()::text FROM generate_series(1, $n)"
+        if [ $((r % 2)) -eq 1 ]; then
+            scale_timed "$s" "$r" base_new "$base_new"; scale_timed "$s" "$r" ours_new "$ours_new"
+        else
+            scale_timed "$s" "$r" ours_new "$ours_new"; scale_timed "$s" "$r" base_new "$base_new"
+        fi
+        if [ "$s" -gt 0 ]; then
+            # ids of the store, at random: the same ids on both sides
+            psql_q -c "TRUNCATE scale_ids" \
+                   -c "INSERT INTO scale_ids SELECT scale_live_id(1 + floor(random() * $s)::bigint)::text
+                         FROM generate_series(1, $n)"
+            if [ $((r % 2)) -eq 1 ]; then
+                scale_timed "$s" "$r" base_dup "$base_new"; scale_timed "$s" "$r" ours_dup "$ours_new"
+            else
+                scale_timed "$s" "$r" ours_dup "$ours_new"; scale_timed "$s" "$r" base_dup "$base_new"
+            fi
+        fi
+    done
+}
+
+scale_reclaim() {   # size expired
+    local s=$1 e=$2 out lsn0 lsn1 t0 t1
+    psql_q -c "SELECT scale_expired($e)" -c "VACUUM ANALYZE idempotency.claims" -c "CHECKPOINT" >/dev/null
+    psql_q -c "INSERT INTO scale_results SELECT $s, 0, 'bytes_before', pg_total_relation_size('idempotency.claims')"
+    psql_q -c "INSERT INTO scale_results
+               SELECT $s, 0, k, (p->>f)::float8
+                 FROM scale_explain('SELECT idem_purge()') p,
+                      (VALUES ('purge_ms', 'Actual Total Time'), ('purge_hit', 'Shared Hit Blocks'),
+                              ('purge_read', 'Shared Read Blocks'), ('purge_wal', 'WAL Bytes')) m(k, f)"
+    lsn0=$(psql_q -c "SELECT pg_current_wal_insert_lsn()")
+    t0=$(date +%s%N)
+    out=$(psql_q -c "VACUUM (VERBOSE) idempotency.claims" 2>&1)
+    t1=$(date +%s%N)
+    lsn1=$(psql_q -c "SELECT pg_current_wal_insert_lsn()")
+    # every "buffer usage: H hits, M misses, D dirtied" line of the table, its index and TOAST
+    local bufs
+    bufs=$(printf '%s\n' "$out" | awk '/buffer usage:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^(hits|misses),?$/) s += $i } END { print s + 0 }')
+    psql_q -c "INSERT INTO scale_results VALUES
+               ($s, 0, 'vacuum_ms', ($t1 - $t0) / 1e6),
+               ($s, 0, 'vacuum_bufs', $bufs),
+               ($s, 0, 'vacuum_wal', pg_wal_lsn_diff('$lsn1', '$lsn0'))"
+    psql_q -c "INSERT INTO scale_results SELECT $s, 0, 'bytes_after', pg_total_relation_size('idempotency.claims')"
+    psql_q -c "INSERT INTO scale_results
+               SELECT $s, 0, k, (p->>f)::float8
+                 FROM scale_explain('SELECT idem_purge()') p,
+                      (VALUES ('empty_ms', 'Actual Total Time'), ('empty_hit', 'Shared Hit Blocks'),
+                              ('empty_read', 'Shared Read Blocks')) m(k, f)"
+}
+
+scale_report() {    # expired n
+    psql_q -v e="$1" -v n="$2" <<'SQL'
+\pset tuples_only off
+\pset format aligned
+\pset footer off
+CREATE TEMP VIEW m AS
+    SELECT size, what, percentile_cont(0.5) WITHIN GROUP (ORDER BY v) AS v
+      FROM scale_results WHERE round > 0 OR what NOT LIKE '%\_new' AND what NOT LIKE '%\_dup'
+     GROUP BY size, what;
+CREATE TEMP VIEW s AS
+    SELECT size, jsonb_object_agg(what, v) AS j FROM m GROUP BY size;
+SELECT to_char(size, 'FM999,999,999') AS "live claims",
+       round(((j->>'ours_new')::float8 / :n)::numeric, 2) AS "new id us",
+       round(((j->>'base_new')::float8 / :n)::numeric, 2) AS "baseline us",
+       round(((j->>'ours_new')::float8 / (j->>'base_new')::float8)::numeric, 3) AS ratio,
+       round(((j->>'ours_dup')::float8 / :n)::numeric, 2) AS "old dup us",
+       round(((j->>'base_dup')::float8 / :n)::numeric, 2) AS "baseline us ",
+       round(((j->>'ours_dup')::float8 / (j->>'base_dup')::float8)::numeric, 3) AS "ratio "
+  FROM s ORDER BY size;
+\echo
+SELECT to_char(size, 'FM999,999,999') AS "live claims",
+       round(((j->>'purge_ms')::float8 / 1000)::numeric, 2) AS "purge s",
+       round(((j->>'vacuum_ms')::float8 / 1000)::numeric, 2) AS "vacuum s",
+       round((((j->>'purge_hit')::float8 + (j->>'purge_read')::float8 + (j->>'vacuum_bufs')::float8) / :e)::numeric, 3)
+           AS "buffers per expired",
+       round((((j->>'purge_wal')::float8 + (j->>'vacuum_wal')::float8) / :e)::numeric, 1) AS "WAL bytes per expired",
+       pg_size_pretty(((j->>'bytes_before')::float8 - (j->>'bytes_after')::float8)::bigint) AS "given back",
+       round(((j->>'empty_ms')::float8 / 1000)::numeric, 2) AS "empty round s",
+       ((j->>'empty_hit')::float8 + (j->>'empty_read')::float8)::bigint AS "its buffers"
+  FROM s ORDER BY size;
+\echo
+WITH big AS (SELECT j FROM s ORDER BY size DESC LIMIT 1),
+     one AS (SELECT j FROM s WHERE size = 1000000),
+     empty AS (SELECT j FROM s ORDER BY size LIMIT 1),
+     bars AS (
+    SELECT 1 AS o, 'reclaiming: buffers per expired claim, largest store' AS bar,
+           ((b.j->>'purge_hit')::float8 + (b.j->>'purge_read')::float8 + (b.j->>'vacuum_bufs')::float8) / :e AS v,
+           0.05 AS lim, '<=' AS op FROM big b
+    UNION ALL
+    SELECT 2, 'reclaiming: WAL bytes per expired claim, largest store',
+           ((b.j->>'purge_wal')::float8 + (b.j->>'vacuum_wal')::float8) / :e, 2, '<=' FROM big b
+    UNION ALL
+    SELECT 3, 'reclaiming: space given back / expired claims'' share, largest store',
+           ((b.j->>'bytes_before')::float8 - (b.j->>'bytes_after')::float8)
+             / ((b.j->>'bytes_before')::float8 * :e / (:e + (SELECT max(size) FROM s))), 0.95, '>=' FROM big b
+    UNION ALL
+    SELECT 4, 'round time (purge + VACUUM), largest store / 1M store',
+           ((b.j->>'purge_ms')::float8 + (b.j->>'vacuum_ms')::float8)
+             / ((o.j->>'purge_ms')::float8 + (o.j->>'vacuum_ms')::float8), 1.2, '<=' FROM big b, one o
+    UNION ALL
+    SELECT 5, 'new id, largest store / empty store',
+           (b.j->>'ours_new')::float8 / (z.j->>'ours_new')::float8, 1.5, '<=' FROM big b, empty z
+    UNION ALL
+    SELECT 6, 'new id / baseline, largest store',
+           (b.j->>'ours_new')::float8 / (b.j->>'base_new')::float8, 0.45, '<=' FROM big b
+    UNION ALL
+    SELECT 7, 'old duplicate / baseline, largest store',
+           (b.j->>'ours_dup')::float8 / (b.j->>'base_dup')::float8, 0.5, '<=' FROM big b)
+SELECT bar, round(v::numeric, 3) AS value, op || ' ' || lim AS "bar ",
+       CASE WHEN v IS NULL THEN 'n/a'
+            WHEN (op = '<=' AND v <= lim) OR (op = '>=' AND v >= lim) THEN 'PASS' ELSE 'FAIL' END AS result
+  FROM bars ORDER BY o;
+SQL
+}
+
+scale_plot() {      # n png
+    local data; data=$(mktemp)
+    psql_q -F ' ' -c "
+        SELECT size / 1e6, ours_new / $1, base_new / $1, ours_dup / $1, base_dup / $1 FROM (
+          SELECT size,
+                 percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FILTER (WHERE what = 'ours_new') AS ours_new,
+                 percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FILTER (WHERE what = 'base_new') AS base_new,
+                 percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FILTER (WHERE what = 'ours_dup') AS ours_dup,
+                 percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FILTER (WHERE what = 'base_dup') AS base_dup
+            FROM scale_results WHERE round > 0 GROUP BY size) x ORDER BY size" > "$data"
+    gnuplot <<EOF
+set terminal png size 800,480 noenhanced
+set output '$2'
+set title 'Cost per call against store size (in-server loops, median of rounds)'
+set xlabel 'live claims in the store (millions)'
+set ylabel 'microseconds per call'
+set key top left
+set grid
+set datafile missing 'NaN'
+plot '$data' using 1:2 with linespoints title 'idem_claim, new id', \
+     '$data' using 1:3 with linespoints title 'ON CONFLICT baseline, new id', \
+     '$data' using 1:4 with linespoints title 'idem_claim, old duplicate', \
+     '$data' using 1:5 with linespoints title 'ON CONFLICT baseline, old duplicate'
+EOF
+    rm -f "$data"
+}
+
+bench_scale() {
+    local sizes=${SCALE_SIZES:-"0 1000000 10000000 30000000"} e=${SCALE_EXPIRED:-1000000}
+    local n=${SCALE_N:-100000} rounds=${SCALE_ROUNDS:-3} prev=0 s
+
+    say "scale: stores of $sizes live claims, $e expired, $rounds rounds of $n calls" >&2
+    psql_q -f "$IDEM_ROOT/bench/scale.sql" >/dev/null
+    for s in $sizes; do
+        if [ "$s" -gt "$prev" ]; then
+            psql_q -c "SELECT scale_grow($prev, $s)" >/dev/null
+            prev=$s
+        fi
+        psql_q -c "VACUUM ANALYZE idempotency.claims" -c "VACUUM ANALYZE bench_base" -c "CHECKPOINT" >/dev/null
+        scale_loops "$s" "$rounds" "$n" >/dev/null
+        scale_reclaim "$s" "$e" >/dev/null
+        printf '  %s live claims done\n' "$s" >&2
+    done
+    scale_report "$e" "$n"
+    scale_plot "$n" "$IDEM_ROOT/bench/scale.png"
+}
