@@ -119,6 +119,7 @@ CREATE TABLE idempotency.purge_runs (
     timeouts     int         NOT NULL,
     error        text,
     application_name text,
+    resume_after tid,           -- a worker run that stopped short: where the next goes on
     CONSTRAINT purge_runs_pkey PRIMARY KEY (run_id)
 );
 COMMENT ON TABLE idempotency.purge_runs IS 'history of purge rounds; read it through idem_purge_runs';
@@ -397,7 +398,8 @@ CREATE VIEW idem_purge_runs AS
            timeouts,
            error                     AS last_error,
            trigger,
-           application_name
+           application_name,
+           resume_after
       FROM idempotency.purge_runs;
 COMMENT ON VIEW idem_purge_runs IS 'what the purge deleted, per table and round, newest history only';
 

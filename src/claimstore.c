@@ -693,7 +693,9 @@ IdemNamespaceIdCompare(const void *key, const void *elem)
  * changed since our snapshot, or row-locked (by this transaction too); a
  * claim whose inserter is in flight is invisible to the scan.  nss holds
  * every namespace sorted by id; counts, parallel to it, gets the claims
- * deleted per namespace.  Advances *cursor to the last expired claim met;
+ * deleted per namespace.  A batch reads at most IDEM_PURGE_WINDOW_BLOCKS
+ * pages, however few expired claims they hold, so that it stays short in
+ * a store of mostly live claims.  Advances *cursor past what it read;
  * *more is false when the scan reached the end of the table.  Returns the
  * number of claims deleted.
  */
@@ -718,7 +720,7 @@ IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss, int nns,
 	snap = *GetActiveSnapshot();
 	snap.curcid = cid;
 
-	ItemPointerSet(&maxtid, MaxBlockNumber, MaxOffsetNumber);
+	IdemPurgeWindowEnd(cursor, &maxtid);
 	scan = table_beginscan_tidrange(store->heap, &snap, cursor, &maxtid);
 	slot = table_slot_create(store->heap, NULL);
 	*more = false;
@@ -757,6 +759,13 @@ IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss, int nns,
 			*more = true;
 			break;
 		}
+	}
+	if (!*more)
+	{
+		/* read the whole window: go on after it, if the table goes on */
+		*cursor = maxtid;
+		*more = ItemPointerGetBlockNumber(&maxtid) + 1 <
+			RelationGetNumberOfBlocks(store->heap);
 	}
 	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);

@@ -54,6 +54,23 @@ extern bool IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns,
 							   const bytea *key);
 extern bool IdemStoreRelease(IdemStore *store, IdemNamespace *ns,
 							 const bytea *key);
+/*
+ * Pages one purge batch reads at most (8 MB), so that a batch over a store
+ * of mostly live rows ends in milliseconds and the purge moves on through
+ * a table of any size, batch by batch and round by round.
+ */
+#define IDEM_PURGE_WINDOW_BLOCKS	1024
+
+/* The last TID of the window of a batch starting after start */
+static inline void
+IdemPurgeWindowEnd(ItemPointer start, ItemPointer end)
+{
+	ItemPointerSet(end,
+				   Min((uint64) ItemPointerGetBlockNumber(start) + IDEM_PURGE_WINDOW_BLOCKS - 1,
+					   (uint64) MaxBlockNumber),
+				   PG_UINT16_MAX);
+}
+
 #if PG_VERSION_NUM >= 140000
 extern int64 IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss,
 								 int nns, int64 *counts, int batch,

@@ -36,6 +36,7 @@
  */
 #include "postgres.h"
 
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension_d.h"
@@ -50,6 +51,7 @@
 #include "parser/parse_node.h"
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "nodes/parsenodes.h"
 #include "tcop/pquery.h"
@@ -87,6 +89,8 @@ typedef struct IdemPurgeTarget
 	Oid			relid;
 	Oid			owner;			/* deletes run as this role */
 	char	   *label;			/* table name, for runs and logs */
+	ItemPointerData resume;		/* where a worker round starts: where the
+								 * last one stopped short, else (0,0) */
 	const char *sql;			/* the batch statement */
 	Interval	ttl;			/* user tables: $3 of the statement */
 } IdemPurgeTarget;
@@ -98,7 +102,9 @@ typedef struct IdemPurgeResult
 	int64		rows;
 	int			batches;
 	int			timeouts;
-	bool		complete;		/* no expired row was left */
+	bool		complete;		/* read to the end of the table */
+	ItemPointerData resume;		/* if not complete: where the next worker
+								 * round goes on */
 	char	   *error;			/* the error that stopped it, or NULL */
 } IdemPurgeResult;
 
@@ -144,7 +150,8 @@ IdemPurgeInit(void)
  * The one purge batch statement, for every target.  Its arguments: 1 the
  * table, 2 a join the expiry needs (or nothing), 3 the expiry predicate on
  * alias t, 4 the namespace of a deleted row (or NULL); its parameters: $1
- * the TID cursor, $2 the batch size, $3 a user table's TTL.  It returns
+ * the TID cursor, $2 the batch size, $3 a user table's TTL, $4 the last TID
+ * of the batch's window (see IDEM_PURGE_WINDOW_BLOCKS).  It returns
  * the new cursor, the rows seen, the rows deleted and the namespaces of
  * deleted rows.  Every operator and function is named with its schema, as
  * a user table's batch runs with its owner's search_path.  ONLY: TIDs are
@@ -156,7 +163,7 @@ IdemPurgeInit(void)
 static const char *const idem_purge_batch_sql =
 "WITH victims AS MATERIALIZED ("
 "  SELECT t.ctid AS tid FROM ONLY %1$s t%2$s"
-"   WHERE t.ctid OPERATOR(pg_catalog.>) $1 AND %3$s"
+"   WHERE t.ctid OPERATOR(pg_catalog.>) $1 AND t.ctid OPERATOR(pg_catalog.<=) $4 AND %3$s"
 "   LIMIT $2 FOR UPDATE OF t SKIP LOCKED),"
 " gone AS ("
 "  DELETE FROM ONLY %1$s WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT tid FROM victims))"
@@ -310,18 +317,20 @@ IdemPurgeClaimsBatch(int batch, ItemPointer cursor, bool *more)
 #endif
 
 /*
- * Delete up to batch expired rows of target after *cursor, as the target's
- * owner (the native claims batch needs no role: it checks no privilege).
- * Call within a transaction with an active snapshot.  Advances *cursor;
- * *more is false when no expired row is left after it.  Returns the number
- * of rows deleted.
+ * Delete up to batch expired rows of target after *cursor, within one
+ * window of pages, as the target's owner (the native claims batch needs no
+ * role: it checks no privilege).  Call within a transaction with an active
+ * snapshot.  Advances *cursor; *more is false when the table has been read
+ * to its end.  Returns the number of rows deleted.
  */
 static int64
 IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *more)
 {
 	IdemOwnerScope scope;
-	Oid			argtypes[3] = {TIDOID, INT4OID, INTERVALOID};
-	Datum		args[3];
+	Oid			argtypes[4] = {TIDOID, INT4OID, INTERVALOID, TIDOID};
+	Datum		args[4];
+	ItemPointerData window_end;
+	BlockNumber nblocks;
 	int64		deleted = 0;
 	int64		seen = 0;
 
@@ -333,11 +342,19 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 	args[0] = PointerGetDatum(cursor);	/* tid is passed by reference */
 	args[1] = Int32GetDatum(batch);
 	args[2] = IntervalPGetDatum(&target->ttl);
+	IdemPurgeWindowEnd(cursor, &window_end);
+	args[3] = PointerGetDatum(&window_end);
+	{
+		Relation	rel = table_open(target->relid, AccessShareLock);
+
+		nblocks = RelationGetNumberOfBlocks(rel);
+		table_close(rel, NoLock);
+	}
 
 	IdemSpiScopeBegin(&scope, target->owner, target->is_internal);
 	(void) set_config_option("synchronize_seqscans", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_execute_with_args(target->sql, target->is_internal ? 2 : 3, argtypes, args,
+	if (SPI_execute_with_args(target->sql, 4, argtypes, args,
 							  NULL, false, 0) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "purge of %s failed", target->label);
@@ -358,7 +375,14 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 			IdemPurgeCountNamespaces(d);
 	}
 	IdemOwnerScopeEnd(&scope);
-	*more = (seen >= batch);
+	if (seen >= batch)
+		*more = true;			/* the window may hold more */
+	else
+	{
+		/* read the whole window: go on after it, if the table goes on */
+		*cursor = window_end;
+		*more = ItemPointerGetBlockNumber(&window_end) + 1 < nblocks;
+	}
 	return deleted;
 }
 
@@ -368,10 +392,10 @@ IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
 				const char *trigger)
 {
 	IdemCatalog cat = IdemGetCatalog();
-	Oid			argtypes[8] = {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID,
-	INT4OID, INT4OID, TEXTOID, TEXTOID};
-	Datum		args[8];
-	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[9] = {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT8OID,
+	INT4OID, INT4OID, TEXTOID, TEXTOID, TIDOID};
+	Datum		args[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	const char *appname = GetConfigOption("application_name", true, false);
 	Oid			histtypes[1] = {INT4OID};
 	Datum		hist[1];
@@ -390,14 +414,18 @@ IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
 		args[7] = CStringGetTextDatum(appname);
 	else
 		nulls[7] = 'n';
+	if (!result->complete && strcmp(trigger, "worker") == 0)
+		args[8] = PointerGetDatum(&result->resume);
+	else
+		nulls[8] = 'n';
 	hist[0] = Int32GetDatum(idem_purge_history);
 
 	(void) IdemOwnerRun(cat.claims, 0,
 						"INSERT INTO idempotency.purge_runs"
 						" (started_at, finished_at, target, trigger, rows_deleted,"
-						"  batches, timeouts, error, application_name)"
-						" VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7, $8)",
-						8, argtypes, args, nulls, NULL, NULL);
+						"  batches, timeouts, error, application_name, resume_after)"
+						" VALUES ($1, clock_timestamp(), $2, $3, $4, $5, $6, $7, $8, $9)",
+						9, argtypes, args, nulls, NULL, NULL);
 	(void) IdemOwnerRun(cat.claims, 0,
 						"DELETE FROM idempotency.purge_runs"
 						" WHERE run_id <= (SELECT max(run_id) FROM idempotency.purge_runs) - $1",
@@ -590,7 +618,7 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 	ItemPointerData cursor;
 	volatile int batch = idem_purge_batch_size;
 
-	ItemPointerSet(&cursor, 0, 0);
+	cursor = target->resume;
 	memset(result, 0, sizeof(*result));
 	result->started_at = GetCurrentTimestamp();
 
@@ -598,6 +626,9 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 	{
 		bool		more = false;
 		volatile bool ready = false;
+
+		/* stopping short of the end, the next round goes on from here */
+		result->resume = cursor;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -633,6 +664,7 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 		{
 			ErrorData  *edata = IdemPurgeXactFailed(cxt);
 
+			cursor = result->resume;	/* the batch rolled back */
 			if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
 			{
 				/* someone holds a lock we need: back off with smaller batches */
@@ -686,6 +718,42 @@ IdemPurgeRecordWorkerRun(IdemPurgeTarget *target, IdemPurgeResult *result,
 	MemoryContextSwitchTo(cxt);
 }
 
+/* Set the resume point of the target a purge_runs row names (List * arg) */
+static void
+IdemPurgeResumeRow(HeapTuple tup, TupleDesc desc, void *arg)
+{
+	List	   *targets = arg;
+	char	   *label = SPI_getvalue(tup, desc, 1);
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, 2, &isnull);
+	ListCell   *lc;
+
+	foreach(lc, targets)
+	{
+		IdemPurgeTarget *t = lfirst(lc);
+
+		if (!isnull && strcmp(t->label, label) == 0)
+			t->resume = *(ItemPointer) DatumGetPointer(d);
+	}
+}
+
+/*
+ * Where each target's worker round starts: where the last worker run of it
+ * stopped short of the table's end, so that a table too big for one round
+ * is read through over several; else at the start.
+ */
+static void
+IdemPurgeResumePoints(List *targets)
+{
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY,
+						"SELECT target, resume_after FROM ("
+						"  SELECT DISTINCT ON (target) target, resume_after"
+						"    FROM idempotency.purge_runs WHERE trigger = 'worker'"
+						"   ORDER BY target, run_id DESC) last"
+						" WHERE resume_after IS NOT NULL",
+						0, NULL, NULL, NULL, IdemPurgeResumeRow, targets);
+}
+
 /*
  * One purge round in the current database, run by the per-database
  * background worker: every target in batches, the claims followed by their
@@ -724,6 +792,7 @@ IdemPurgeDatabaseRound(void)
 		if (ready)
 		{
 			targets = IdemPurgeTargets();
+			IdemPurgeResumePoints(targets);
 			(void) IdemNamespaceCompact();	/* rows left by concurrent first uses */
 		}
 		IdemPurgeXactCommit();
@@ -769,7 +838,10 @@ IdemPurgeDatabaseRound(void)
 		timeouts += result.timeouts;
 		if (result.error != NULL)
 			errors++;
-		if (result.rows > 0 || result.error != NULL || result.timeouts > 0)
+		/* a run that stopped short, or that ends one that did, is recorded */
+		if (result.rows > 0 || result.error != NULL || result.timeouts > 0 ||
+			!result.complete || ItemPointerGetBlockNumberNoCheck(&target->resume) > 0 ||
+			ItemPointerGetOffsetNumberNoCheck(&target->resume) > 0)
 			IdemPurgeRecordWorkerRun(target, &result, deadline, cxt);
 		if (idem_log_purge)
 			ereport(LOG,

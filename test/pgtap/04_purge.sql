@@ -13,7 +13,8 @@ SELECT col_type_is('idempotency', 'purge_policies', 'rel', 'regclass', 'policies
 SELECT has_view('public', 'idem_purge_runs', 'the purge history view');
 SELECT columns_are('public', 'idem_purge_runs',
                    ARRAY['database', 'table', 'started_at', 'duration', 'rows_deleted',
-                         'batches', 'timeouts', 'last_error', 'trigger', 'application_name']);
+                         'batches', 'timeouts', 'last_error', 'trigger', 'application_name',
+                         'resume_after']);
 SELECT is((SELECT 'idempotency.purge_runs'::regclass::oid = ANY (extconfig)
              FROM pg_extension WHERE extname = 'idempotency'),
           false, 'purge history is operational data, not dumped');
