@@ -6,6 +6,7 @@ OBJS = \
 	src/idempotency.o \
 	src/binding.o \
 	src/cas.o \
+	src/citus.o \
 	src/catalog.o \
 	src/claim.o \
 	src/claimcache.o \

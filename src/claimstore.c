@@ -63,6 +63,7 @@
 #include "utils/snapmgr.h"
 
 #include "catalog.h"
+#include "citus.h"
 #include "claimcache.h"
 #include "claimkey.h"
 #include "claimstore.h"
@@ -108,6 +109,8 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 	store->layout = IdemClaimRelGet(store->heap, op);
 	if (op == IDEM_OP_RELEASE || op == IDEM_OP_PURGE)
 		CheckCmdReplicaIdentity(store->heap, CMD_DELETE);
+	if (op == IDEM_OP_CLAIM)
+		IdemCitusCheckClaim();	/* not beside distributed writes on a coordinator */
 	if (store->layout->nindexes <= IDEM_STORE_INLINE_INDEXES)
 	{
 		memset(store->inline_indexes, 0, sizeof(store->inline_indexes));

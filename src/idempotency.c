@@ -14,6 +14,7 @@
 #include "miscadmin.h"
 #include "utils/guc.h"
 
+#include "citus.h"
 #include "claimcache.h"
 #include "claimrel.h"
 #include "inval.h"
@@ -37,6 +38,7 @@ _PG_init(void)
 	IdemMachineInit();
 	IdemBindingInit();
 	IdemShmemInit();
+	IdemCitusInit();
 	IdemPurgeInit();
 	IdemWorkerInit();
 

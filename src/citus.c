@@ -1,0 +1,198 @@
+/*
+ * citus.c
+ *	  A guard rail beside Citus: on a coordinator, a claim and a write to a
+ *	  distributed table never commit in one transaction.
+ *
+ * Citus commits a write that touches one worker on that worker before the
+ * coordinator writes its own commit record (one-phase commit).  A claim in
+ * the coordinator's idempotency.claims is therefore not atomic with such a
+ * write: a coordinator crash between the two keeps the write and loses the
+ * claim, and the redelivered event is applied again.  The exactly-once
+ * recipe is the delegated handler (README, "Running on Citus"), which
+ * claims on the worker that holds the row, in the write's own local
+ * transaction.  So, on a coordinator that has workers:
+ *
+ *	 - the first claim of a transaction checks the table locks the
+ *	   transaction holds, and refuses if it has written a distributed (or
+ *	   reference) table already;
+ *	 - once a transaction has claimed, an ExecutorStart hook refuses any
+ *	   statement that would write one.
+ *
+ * Elsewhere (no Citus, a worker, a single-node Citus whose shards are all
+ * local) nothing changes, and the only cost is one flag test per claim
+ * after the first of a transaction.  Whether this node is a coordinator
+ * with workers is cached per backend and forgotten when Citus invalidates
+ * pg_dist_node's relcache entry, which it does on every change of its node
+ * metadata.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace_d.h"
+#include "catalog/pg_type_d.h"
+#include "commands/extension.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/lockdefs.h"
+#include "utils/lsyscache.h"
+
+#include "citus.h"
+#include "idempotency.h"
+#include "inval.h"
+
+/* What this node is to Citus */
+typedef enum IdemCitusRole
+{
+	IDEM_CITUS_UNKNOWN,			/* not looked at since the last change */
+	IDEM_CITUS_NONE,			/* no Citus, a worker, or no workers */
+	IDEM_CITUS_COORDINATOR		/* a coordinator with workers */
+} IdemCitusRole;
+
+static IdemCitusRole idem_citus_role = IDEM_CITUS_UNKNOWN;
+static Oid	idem_dist_node_relid = InvalidOid;
+
+/* this transaction has claimed on a coordinator with workers */
+static bool idem_xact_coordinator_claim = false;
+/* this transaction's first claim has been checked */
+static bool idem_xact_checked = false;
+
+static ExecutorStart_hook_type prev_executor_start = NULL;
+
+/* Raise the refusal */
+static void
+pg_attribute_noreturn()
+IdemCitusRefuse(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("a claim on a Citus coordinator cannot commit with writes to distributed tables"),
+			 errdetail("Citus commits a worker's writes before the coordinator's own commit, so the claim and the write would not be atomic."),
+			 errhint("Claim on the worker, in the write's own transaction: a handler function distributed with create_distributed_function(..., force_delegation := true), as the README shows.")));
+}
+
+/* One boolean from a query run through SPI */
+static bool
+IdemCitusAsk(const char *sql, int nargs, Oid *argtypes, Datum *args)
+{
+	bool		answer = false;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(sql, nargs, argtypes, args, NULL, true, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		answer = !isnull && DatumGetBool(d);
+	}
+	SPI_finish();
+	return answer;
+}
+
+/* Is this node a Citus coordinator with workers?  Cached per backend */
+static IdemCitusRole
+IdemCitusRoleGet(void)
+{
+	if (idem_citus_role != IDEM_CITUS_UNKNOWN)
+		return idem_citus_role;
+	if (shared_preload_libraries_string == NULL ||
+		strstr(shared_preload_libraries_string, "citus") == NULL)
+		return idem_citus_role = IDEM_CITUS_NONE;	/* Citus cannot run here */
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return IDEM_CITUS_NONE; /* not cached: CREATE EXTENSION citus may come */
+	idem_dist_node_relid = get_relname_relid("pg_dist_node", PG_CATALOG_NAMESPACE);
+	idem_citus_role = IdemCitusAsk("SELECT pg_catalog.citus_is_coordinator()"
+								   "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_dist_node"
+								   "                WHERE groupid <> 0 AND isactive)",
+								   0, NULL, NULL) ?
+		IDEM_CITUS_COORDINATOR : IDEM_CITUS_NONE;
+	return idem_citus_role;
+}
+
+/*
+ * Called by every claim: on a coordinator with workers, refuse the first
+ * claim of a transaction that has written a distributed table, and mark
+ * the transaction so that the ExecutorStart hook refuses later writes.
+ */
+void
+IdemCitusCheckClaim(void)
+{
+	if (idem_xact_checked)
+		return;
+	if (IdemCitusRoleGet() == IDEM_CITUS_COORDINATOR)
+	{
+		if (IdemCitusAsk("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l"
+						 "  JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = l.relation"
+						 " WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation'"
+						 "   AND l.database = (SELECT oid FROM pg_catalog.pg_database"
+						 "                      WHERE datname = pg_catalog.current_database())"
+						 "   AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock',"
+						 "                  'ExclusiveLock', 'AccessExclusiveLock'))",
+						 0, NULL, NULL))
+			IdemCitusRefuse();
+		idem_xact_coordinator_claim = true;
+	}
+	idem_xact_checked = true;
+}
+
+/* ExecutorStart: after a coordinator claim, no write to a distributed table */
+static void
+IdemCitusExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	if (idem_xact_coordinator_claim &&
+		(eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0)
+	{
+		ListCell   *lc;
+
+		foreach(lc, queryDesc->plannedstmt->rtable)
+		{
+			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+			Oid			argtypes[1] = {OIDOID};
+			Datum		args[1];
+
+			if (rte->rtekind != RTE_RELATION || rte->rellockmode < RowExclusiveLock)
+				continue;
+			args[0] = ObjectIdGetDatum(rte->relid);
+			if (IdemCitusAsk("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition"
+							 "                WHERE logicalrelid = $1)",
+							 1, argtypes, args))
+				IdemCitusRefuse();
+		}
+	}
+	if (prev_executor_start)
+		prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
+
+/* Transaction end: forget the transaction's claims */
+static void
+IdemCitusXactCallback(XactEvent event, void *arg pg_attribute_unused())
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PARALLEL_ABORT)
+		idem_xact_coordinator_claim = idem_xact_checked = false;
+}
+
+/* Relcache invalidation: Citus's node metadata may have changed */
+static void
+IdemCitusRelcache(Oid relid)
+{
+	if (!OidIsValid(relid) || relid == idem_dist_node_relid)
+		idem_citus_role = IDEM_CITUS_UNKNOWN;
+}
+
+/* Install the hook and callbacks */
+void
+IdemCitusInit(void)
+{
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = IdemCitusExecutorStart;
+	RegisterXactCallback(IdemCitusXactCallback, NULL);
+	IdemInvalOnRelcache(IdemCitusRelcache);
+}

@@ -1,0 +1,12 @@
+/*
+ * citus.h
+ *	  A guard rail beside Citus: on a coordinator, a claim and a write to a
+ *	  distributed table never commit in one transaction.
+ */
+#ifndef IDEM_CITUS_H
+#define IDEM_CITUS_H
+
+extern void IdemCitusInit(void);
+extern void IdemCitusCheckClaim(void);
+
+#endif							/* IDEM_CITUS_H */

@@ -1,0 +1,129 @@
+# Exactly-once on a real Citus cluster: a coordinator and two workers on
+# loopback (unix sockets), each with idempotency preloaded beside citus.
+#  - The delegated handler of the README's "Running on Citus" section: a
+#    PL/pgSQL function that claims and then writes, distributed with
+#    force_delegation and co-located with its table, so that each call runs
+#    on the worker holding the account's shard, its claim in that worker's
+#    idempotency.claims, in the same local transaction as the write.
+#  - Under a 4-client redelivery load (pgbench, random events, each event
+#    always with the same account), then every event redelivered once
+#    more: every balance is exact (0 applied twice, 0 lost), every event is
+#    claimed exactly once across the workers, and amcheck is clean on each.
+#  - The guard rail: on the coordinator, a claim in a transaction that
+#    writes a distributed table is refused (its commit would not be atomic
+#    with the workers'), whichever comes first.
+#  - Namespaces reach every node through run_command_on_all_nodes, and so
+#    do reads of claims across the cluster, as the README shows.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IdemCheck;
+
+my $libdir = `pg_config --pkglibdir`;
+chomp $libdir;
+if (!-f "$libdir/citus.so")
+{
+	diag("SKIPPED: citus is not installed in $libdir; test/run tap builds it with scripts/citus.sh");
+	plan skip_all => "SKIPPED: citus is not installed ($libdir/citus.so is missing)";
+}
+
+my @nodes;
+for my $name (qw(coordinator worker1 worker2))
+{
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'citus,idempotency'
+max_connections = 60
+max_worker_processes = 16
+max_prepared_transactions = 20
+idempotency.purge_enabled = off
+citus.log_remote_commands = off
+});
+	$node->start;
+	# amcheck too, before the node joins: Citus then refuses CREATE EXTENSION on a worker
+	$node->safe_psql('postgres', 'CREATE EXTENSION citus; CREATE EXTENSION idempotency; CREATE EXTENSION amcheck;');
+	push @nodes, $node;
+}
+my ($coord, @workers) = @nodes;
+$coord->safe_psql('postgres', sprintf(q{SELECT citus_set_coordinator_host('%s', %d)},
+	$coord->host, $coord->port));
+$coord->safe_psql('postgres', sprintf(q{SELECT citus_add_node('%s', %d)}, $_->host, $_->port))
+  foreach @workers;
+is($coord->safe_psql('postgres', 'SELECT count(*) FROM citus_get_active_worker_nodes()'),
+	'2', 'a coordinator and two workers');
+
+# --- the README recipe (its SQL is run here as written there) --------------
+my $readme = slurp_file("$ENV{IDEMPOTENCY_ROOT}/README.md");
+my ($section) = $readme =~ /^## Running on Citus\n(.*?)^## /ms;
+ok(defined $section, 'the README has a "Running on Citus" section');
+my @blocks = ($section // '') =~ /<!-- citus-test -->\n```sql\n(.*?)```/gs;
+cmp_ok(scalar(@blocks), '>=', 2, 'with SQL blocks marked for this test');
+for my $i (0 .. $#blocks)
+{
+	my ($rc, $out, $err) = $coord->psql('postgres', $blocks[$i], on_error_stop => 1);
+	is($rc, 0, "README Citus block $i runs on the coordinator") or diag($err);
+}
+
+is($coord->safe_psql('postgres', q{SELECT balance FROM accounts WHERE id = 42}), '1999',
+	"the README's event is applied once, though delivered twice");
+$coord->safe_psql('postgres', q{UPDATE accounts SET balance = 0});
+
+# --- a 4-client redelivery load through the delegated handler --------------
+my $events = 4000;
+my $script = "$PostgreSQL::Test::Utils::tmp_check/citus_deliver.pgbench";
+open(my $fh, '>', $script) or die $!;
+print $fh "\\set e random(1, $events)\n"
+  . "SELECT handle_payment((:e % 100) + 1, 'ev-' || :e, 1);\n";
+close $fh;
+$coord->command_ok(
+	[ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', '2000', '-f', $script, 'postgres' ],
+	'4 clients deliver 8,000 payments with repeats through the delegated handler');
+# then every event once more, as a broker redelivering its whole log: one
+# call per statement, as the README says (several in one statement would
+# run on the coordinator, which the guard rail refuses)
+$coord->safe_psql('postgres',
+	join('', map { sprintf("SELECT handle_payment(%d, 'ev-%d', 1);\n", ($_ % 100) + 1, $_) } 1 .. $events));
+
+my $per_account = $events / 100;
+is($coord->safe_psql('postgres', qq{
+	SELECT count(*) FROM accounts WHERE balance <> $per_account}),
+	'0', "every balance is exact ($per_account): 0 applied twice, 0 lost");
+is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}),
+	$events, "the balances add up to the $events events");
+is($coord->safe_psql('postgres', q{
+	SELECT sum(result::bigint) FROM run_command_on_workers(
+	  $$SELECT count(*) FROM idem_claims WHERE namespace = 'payments' AND event_id LIKE 'ev-%'$$)}),
+	$events, 'every event is claimed exactly once, on the worker holding its account');
+is($coord->safe_psql('postgres', q{
+	SELECT count(*) FROM idempotency.claims c JOIN idempotency.namespaces n ON n.id = c.ns
+	 WHERE n.name = 'payments'}),
+	'0', 'and none on the coordinator');
+
+# --- the guard rail on the coordinator ------------------------------------
+my ($rc, $out, $err) = $coord->psql('postgres', q{
+	BEGIN;
+	UPDATE accounts SET balance = balance WHERE id = 1;
+	SELECT idem_claim('coord-1', 'payments');
+	COMMIT;});
+like($err, qr/ERROR:  a claim on a Citus coordinator cannot commit with writes to distributed tables/,
+	'a claim after a write to a distributed table on the coordinator is refused');
+($rc, $out, $err) = $coord->psql('postgres', q{
+	BEGIN;
+	SELECT idem_claim('coord-2', 'payments');
+	UPDATE accounts SET balance = balance WHERE id = 1;
+	COMMIT;});
+like($err, qr/ERROR:  a claim on a Citus coordinator cannot commit with writes to distributed tables/,
+	'a write to a distributed table after a claim on the coordinator is refused');
+like($err, qr/HINT:  .*create_distributed_function/, 'the hint points to the delegated handler');
+is($coord->safe_psql('postgres', q{SELECT idem_claim('coord-3', 'payments')}), 't',
+	'a claim on the coordinator with no distributed write still works');
+is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}), $events,
+	'the refused transactions changed nothing');
+
+amcheck_claims($_, 'postgres', $_->name) foreach @workers;
+$_->stop foreach reverse @nodes;
+done_testing();
