@@ -222,6 +222,15 @@ CREATE FUNCTION idem_release(event_id text, namespace text DEFAULT 'default')
 COMMENT ON FUNCTION idem_release(text, text) IS
     'remove a claim so that the event may be processed again';
 
+CREATE FUNCTION idem_claims_import(event_id text, namespace text, claimed_at timestamptz,
+                                   fingerprint_hash bigint DEFAULT NULL)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_claims_import'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_claims_import(text, text, timestamptz, bigint) IS
+    'store a claim exported from another node (resharding), keeping its claimed_at and fingerprint';
+REVOKE EXECUTE ON FUNCTION idem_claims_import(text, text, timestamptz, bigint) FROM PUBLIC;
+
 CREATE FUNCTION idem_namespace_define(namespace text, ttl interval)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_namespace_define'

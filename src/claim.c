@@ -9,6 +9,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type_d.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -17,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "catalog.h"
 #include "claimcache.h"
@@ -31,6 +33,7 @@ PG_FUNCTION_INFO_V1(idem_try_claim);
 PG_FUNCTION_INFO_V1(idem_claim_many);
 PG_FUNCTION_INFO_V1(idem_claimed);
 PG_FUNCTION_INFO_V1(idem_release);
+PG_FUNCTION_INFO_V1(idem_claims_import);
 
 /*
  * Read the (event_id, namespace) arguments every function here starts
@@ -266,4 +269,44 @@ idem_release(PG_FUNCTION_ARGS)
 	result = IdemStoreRelease(&store, &ns, &key.hdr);
 	IdemStoreClose(&store);
 	PG_RETURN_BOOL(result);
+}
+
+/*
+ * idem_claims_import(event_id text, namespace text, claimed_at timestamptz,
+ *					  fingerprint_hash bigint) returns boolean
+ *
+ * Resharding: store a claim exported from another node (the idem_claims
+ * view's namespace, event_id, claimed_at and fingerprint_hash), keeping its
+ * claimed_at, so that it expires when it would have, and its fingerprint.
+ * True if imported; false if a live claim is here already (it wins), or if
+ * the claim has expired by this namespace's TTL (nothing to keep).  Waits
+ * for an in-flight claimer, as a claim does.  Admin only: it can give a
+ * claim any past claimed_at.
+ */
+Datum
+idem_claims_import(PG_FUNCTION_ARGS)
+{
+	IdemKey		key;
+	IdemNamespace ns;
+	IdemStore	store;
+	IdemClaimRow row;
+	IdemClaimOutcome outcome;
+
+	(void) IdemKeyArgs(fcinfo, "idem_claims_import()", ACL_INSERT, true, &key, &ns);
+	row.claimed_at = DatumGetTimestampTz(IdemArgNotNull(fcinfo, 2, "claimed_at"));
+	row.has_fp = PG_NARGS() > 3 && !PG_ARGISNULL(3);
+	row.fp = row.has_fp ? PG_GETARG_INT64(3) : 0;
+	if (TIMESTAMP_NOT_FINITE(row.claimed_at) || row.claimed_at > GetCurrentTransactionStartTimestamp())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("claimed_at must be a finite time in the past"),
+				 errdetail("An imported claim keeps the time it was first claimed.")));
+
+	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
+	if (IdemNamespaceExpiry(&ns, row.claimed_at) < store.now)
+		outcome = IDEM_CLAIM_DUPLICATE; /* expired here: nothing to import */
+	else
+		outcome = IdemStoreImport(&store, &ns, &key.hdr, &row);
+	IdemStoreClose(&store);
+	PG_RETURN_BOOL(outcome == IDEM_CLAIM_NEW);
 }

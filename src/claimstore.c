@@ -83,7 +83,7 @@ typedef struct IdemProbe
 	IdemStore  *store;
 	IdemNamespace *ns;
 	const bytea *key;
-	const text *fingerprint;	/* of a claim, or NULL */
+	IdemClaimRow row;			/* what a new claim stores */
 	uint64		hash;			/* the key's claim cache hash */
 	SnapshotData dirty;
 	bool		cached;			/* the claim cache answered the next probe */
@@ -333,7 +333,7 @@ IdemReportUnseen(IdemRowSeek *seek pg_attribute_unused())
  */
 static bool
 IdemInsertSpeculative(IdemStore *store, IdemNamespace *ns, const bytea *key,
-					  const text *fingerprint, ItemPointer tid)
+					  const IdemClaimRow *row, ItemPointer tid)
 {
 	IdemClaimRel *cr = store->layout;
 	TupleTableSlot *slot = cr->slot;
@@ -345,16 +345,15 @@ IdemInsertSpeculative(IdemStore *store, IdemNamespace *ns, const bytea *key,
 
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, sizeof(bool) * cr->natts);
-	slot->tts_values[cr->att_claimed_at - 1] = TimestampTzGetDatum(store->now);
+	slot->tts_values[cr->att_claimed_at - 1] = TimestampTzGetDatum(row->claimed_at);
 	slot->tts_isnull[cr->att_claimed_at - 1] = false;
 	slot->tts_values[cr->att_ns - 1] = Int32GetDatum(ns->id);
 	slot->tts_isnull[cr->att_ns - 1] = false;
 	slot->tts_values[cr->att_key - 1] = PointerGetDatum(key);
 	slot->tts_isnull[cr->att_key - 1] = false;
-	if (fingerprint != NULL)
+	if (row->has_fp)
 	{
-		slot->tts_values[cr->att_fingerprint - 1] =
-			Int64GetDatum(IdemFingerprintHash(fingerprint));
+		slot->tts_values[cr->att_fingerprint - 1] = Int64GetDatum(row->fp);
 		slot->tts_isnull[cr->att_fingerprint - 1] = false;
 	}
 	ExecStoreVirtualTuple(slot);
@@ -485,7 +484,7 @@ static bool IdemProbeNext(IdemRowSeek *seek);
 /* Set up a probe of (ns, key) for one claim operation */
 static void
 IdemProbeInit(IdemProbe *probe, IdemStore *store, IdemNamespace *ns,
-			  const bytea *key, const text *fingerprint, XLTW_Oper oper)
+			  const bytea *key, XLTW_Oper oper)
 {
 	memset(probe, 0, sizeof(*probe));
 	probe->seek.heap = store->heap;
@@ -495,7 +494,6 @@ IdemProbeInit(IdemProbe *probe, IdemStore *store, IdemNamespace *ns,
 	probe->store = store;
 	probe->ns = ns;
 	probe->key = key;
-	probe->fingerprint = fingerprint;
 	InitDirtySnapshot(probe->dirty);
 }
 
@@ -530,7 +528,7 @@ IdemClaimAbsent(IdemRowSeek *seek)
 	IdemProbe  *probe = (IdemProbe *) seek;
 
 	return IdemInsertSpeculative(probe->store, probe->ns, probe->key,
-								 probe->fingerprint, &probe->inserted);
+								 &probe->row, &probe->inserted);
 }
 
 /*
@@ -558,22 +556,23 @@ IdemReleaseDecide(IdemRowSeek *seek pg_attribute_unused())
 }
 
 /*
- * Claim key in namespace ns for the current transaction.
- *
- * With nowait, returns IDEM_CLAIM_BUSY instead of waiting for another
- * in-flight transaction.  A duplicate whose stored fingerprint differs from
- * the given one raises ERRCODE_IDEM_FINGERPRINT_MISMATCH; a claim without a
- * fingerprint, or a stored claim without one, matches any.
+ * Claim key in namespace ns for the current transaction, storing row if the
+ * claim is new.  With nowait, returns IDEM_CLAIM_BUSY instead of waiting
+ * for another in-flight transaction.  With check_fp, a duplicate whose
+ * stored fingerprint differs from row's raises
+ * ERRCODE_IDEM_FINGERPRINT_MISMATCH; a claim without a fingerprint, or a
+ * stored claim without one, matches any.
  */
-IdemClaimOutcome
-IdemStoreClaim(IdemStore *store, IdemNamespace *ns, const bytea *key,
-			   const text *fingerprint, bool nowait)
+static IdemClaimOutcome
+IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
+				  const IdemClaimRow *row, bool check_fp, bool nowait)
 {
 	IdemProbe	probe;
 	bool		cache_miss;
 	IdemRowResult result;
 
-	IdemProbeInit(&probe, store, ns, key, fingerprint, XLTW_InsertIndex);
+	IdemProbeInit(&probe, store, ns, key, XLTW_InsertIndex);
+	probe.row = *row;
 	probe.seek.nowait = nowait;
 	probe.seek.decide = IdemClaimDecide;
 	probe.seek.absent = IdemClaimAbsent;
@@ -606,8 +605,7 @@ IdemStoreClaim(IdemStore *store, IdemNamespace *ns, const bytea *key,
 			if (cache_miss)
 				IdemMissRecord(ns->id, true);
 			IdemClaimCacheRemember(probe.hash, &probe.seek.tid);
-			if (fingerprint != NULL && probe.has_fp &&
-				probe.fp != IdemFingerprintHash(fingerprint))
+			if (check_fp && row->has_fp && probe.has_fp && probe.fp != row->fp)
 				IdemReportFingerprintMismatch(ns, key);
 			IdemStatsCount(ns->stats, IDEM_STAT_DUPLICATES);
 			return IDEM_CLAIM_DUPLICATE;
@@ -627,6 +625,34 @@ claimed:
 	IdemClaimCacheRemember(probe.hash, &probe.inserted);
 	IdemStatsCount(ns->stats, IDEM_STAT_CLAIMS);
 	return IDEM_CLAIM_NEW;
+}
+
+/*
+ * Claim key in namespace ns for the current transaction, now: see
+ * IdemStoreClaimRow.
+ */
+IdemClaimOutcome
+IdemStoreClaim(IdemStore *store, IdemNamespace *ns, const bytea *key,
+			   const text *fingerprint, bool nowait)
+{
+	IdemClaimRow row;
+
+	row.claimed_at = store->now;
+	row.has_fp = fingerprint != NULL;
+	row.fp = row.has_fp ? IdemFingerprintHash(fingerprint) : 0;
+	return IdemStoreClaimRow(store, ns, key, &row, true, nowait);
+}
+
+/*
+ * Import a claim made elsewhere (resharding): as a claim, but storing row's
+ * claimed_at and fingerprint hash.  A live claim already here wins, whatever
+ * its fingerprint.  The caller checks that row is not expired.
+ */
+IdemClaimOutcome
+IdemStoreImport(IdemStore *store, IdemNamespace *ns, const bytea *key,
+				const IdemClaimRow *row)
+{
+	return IdemStoreClaimRow(store, ns, key, row, false, false);
 }
 
 /*
@@ -661,7 +687,7 @@ IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
 	IdemProbe	probe;
 	IdemRowResult result;
 
-	IdemProbeInit(&probe, store, ns, key, NULL, XLTW_Delete);
+	IdemProbeInit(&probe, store, ns, key, XLTW_Delete);
 	probe.seek.decide = IdemReleaseDecide;
 	probe.seek.vanished = IdemReleaseVanished;
 	result = IdemRowSeekRun(&probe.seek);

@@ -28,6 +28,14 @@ typedef enum IdemClaimOutcome
 								 * holds the claim */
 } IdemClaimOutcome;
 
+/* What a new claim stores besides its key and namespace */
+typedef struct IdemClaimRow
+{
+	TimestampTz claimed_at;
+	bool		has_fp;
+	int64		fp;				/* the fingerprint's hash */
+} IdemClaimRow;
+
 /* The claims relations, open for one operation */
 typedef struct IdemStore
 {
@@ -50,6 +58,8 @@ extern void IdemStoreClose(IdemStore *store);
 extern IdemClaimOutcome IdemStoreClaim(IdemStore *store, IdemNamespace *ns,
 									   const bytea *key,
 									   const text *fingerprint, bool nowait);
+extern IdemClaimOutcome IdemStoreImport(IdemStore *store, IdemNamespace *ns,
+										const bytea *key, const IdemClaimRow *row);
 extern bool IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns,
 							   const bytea *key);
 extern bool IdemStoreRelease(IdemStore *store, IdemNamespace *ns,
