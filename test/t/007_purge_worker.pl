@@ -47,15 +47,8 @@ sub launcher_pid
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'idempotency purge launcher'");
 }
 
-sub expired_claims
-{
-	my ($db, $n, $prefix) = @_;
-	$node->safe_psql($db, qq{
-		SELECT count(*) FROM (SELECT idem_claim('$prefix' || g, 'short') FROM generate_series(1, $n) g) s;
-		UPDATE idempotency.claims SET claimed_at = claimed_at - interval '1 minute'
-		 WHERE idempotency.idem_key_text(key) LIKE '$prefix%';
-	});
-}
+# $n claims $prefix1.. in namespace 'short', a minute old: expired
+sub expired_claims { make_expired_claims($node, @_, 'short'); }
 
 sub count_claims
 {

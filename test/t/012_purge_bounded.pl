@@ -53,15 +53,8 @@ $node->safe_psql('slow', q{
 	SELECT idem_purge_policy_add('events', 'at', '1 minute');
 });
 
-sub expired_claims
-{
-	my ($db, $n, $prefix) = @_;
-	$node->safe_psql($db, qq{
-		SELECT count(*) FROM (SELECT idem_claim('$prefix' || g, 'short') FROM generate_series(1, $n) g) s;
-		UPDATE idempotency.claims SET claimed_at = claimed_at - interval '1 minute'
-		 WHERE idempotency.idem_key_text(key) LIKE '$prefix%';
-	});
-}
+# $n claims $prefix1.. in namespace 'short', a minute old: expired
+sub expired_claims { make_expired_claims($node, @_, 'short'); }
 
 # seconds until $db has no claim left with $prefix, or undef after $secs
 sub wait_purged

@@ -3,6 +3,7 @@
 #   use IdemCheck;
 #   amcheck_claims($node, 'postgres', 'after the load');
 #   create_extension_with_namespaces($node, ['db1', 'db2'], { short => '1 second' });
+#   make_expired_claims($node, 'db1', 1000, 'x-', 'short');
 #
 # amcheck_claims verifies, with amcheck and heapallindexed, every btree
 # index of idempotency.claims, and of idempotency.requests and
@@ -27,7 +28,7 @@ use warnings;
 use Exporter 'import';
 use Test::More;
 
-our @EXPORT = qw(amcheck_claims create_extension_with_namespaces);
+our @EXPORT = qw(amcheck_claims create_extension_with_namespaces make_expired_claims);
 
 my @TABLES = qw(idempotency.claims idempotency.requests idempotency.tokens);
 
@@ -39,6 +40,18 @@ sub create_extension_with_namespaces
 	my $defs = join('', map { "SELECT idem_namespace_define('$_', '$namespaces->{$_}');\n" }
 		  sort keys %$namespaces);
 	$node->safe_psql($_, "CREATE EXTENSION idempotency;\n$defs") foreach @$dbs;
+}
+
+# $n claims of ids $prefix1 .. $prefix$n in namespace $ns of $db, then
+# backdated by a minute: expired, in a namespace with a shorter TTL
+sub make_expired_claims
+{
+	my ($node, $db, $n, $prefix, $ns) = @_;
+	$node->safe_psql($db, qq{
+		SELECT count(*) FROM (SELECT idem_claim('$prefix' || g, '$ns') FROM generate_series(1, $n) g) s;
+		UPDATE idempotency.claims SET claimed_at = claimed_at - interval '1 minute'
+		 WHERE idempotency.idem_key_text(key) LIKE '$prefix%';
+	});
 }
 
 sub amcheck_claims
