@@ -126,6 +126,33 @@ like($err, qr/ERROR:  a claim on a Citus coordinator cannot commit with writes t
 like($err, qr/HINT:  .*create_distributed_function/, 'the hint points to the delegated handler');
 is($coord->safe_psql('postgres', q{SELECT idem_claim('coord-3', 'payments')}), 't',
 	'a claim on the coordinator with no distributed write still works');
+# a handler that is not delegated runs on the coordinator: the guard catches
+# it, in an explicit transaction without force_delegation, and with several
+# calls in one statement
+$coord->safe_psql('postgres', q{
+	CREATE FUNCTION handle_payment_nd(p_account int, p_event text, p_amount bigint)
+	RETURNS boolean LANGUAGE plpgsql AS $$
+	BEGIN
+	    IF NOT idem_claim(p_event, 'payments') THEN RETURN false; END IF;
+	    UPDATE accounts SET balance = balance + p_amount WHERE id = p_account;
+	    RETURN true;
+	END $$;
+	SELECT create_distributed_function('handle_payment_nd(int,text,bigint)',
+	                                   distribution_arg_name := 'p_account',
+	                                   colocate_with := 'accounts');});
+is($coord->safe_psql('postgres', q{SELECT handle_payment_nd(7, 'nd-1', 1)}), 't',
+	'without force_delegation, a call on its own is still delegated');
+($rc, $out, $err) = $coord->psql('postgres', q{
+	BEGIN;
+	SELECT handle_payment_nd(7, 'nd-2', 1);
+	COMMIT;});
+like($err, qr/a claim on a Citus coordinator cannot commit with writes to distributed tables/,
+	'in an explicit transaction without force_delegation the call runs on the coordinator, and is refused');
+($rc, $out, $err) = $coord->psql('postgres', q{
+	SELECT handle_payment(7, 'nd-3', 1), handle_payment(8, 'nd-4', 1);});
+like($err, qr/a claim on a Citus coordinator cannot commit with writes to distributed tables/,
+	'two calls in one statement run on the coordinator, and are refused');
+$coord->safe_psql('postgres', q{UPDATE accounts SET balance = balance - 1 WHERE id = 7});
 is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}), $events,
 	'the refused transactions changed nothing');
 
