@@ -54,8 +54,10 @@ typedef enum IdemCitusRole
 static IdemCitusRole idem_citus_role = IDEM_CITUS_UNKNOWN;
 static Oid	idem_dist_node_relid = InvalidOid;
 
-/* this transaction has claimed on a coordinator with workers */
+/* this transaction has claimed on a coordinator with workers, first at
+ * this subtransaction nesting level */
 static bool idem_xact_coordinator_claim = false;
+static int	idem_claim_nest_level = 0;
 /* this transaction's first claim has been checked */
 static bool idem_xact_checked = false;
 
@@ -97,6 +99,9 @@ IdemCitusAsk(const char *sql, int nargs, Oid *argtypes, Datum *args)
 static IdemCitusRole
 IdemCitusRoleGet(void)
 {
+	uint64		start;
+	IdemCitusRole role;
+
 	if (idem_citus_role != IDEM_CITUS_UNKNOWN)
 		return idem_citus_role;
 	if (shared_preload_libraries_string == NULL ||
@@ -105,12 +110,17 @@ IdemCitusRoleGet(void)
 	if (!OidIsValid(get_extension_oid("citus", true)))
 		return IDEM_CITUS_NONE; /* not cached: CREATE EXTENSION citus may come */
 	idem_dist_node_relid = get_relname_relid("pg_dist_node", PG_CATALOG_NAMESPACE);
-	idem_citus_role = IdemCitusAsk("SELECT pg_catalog.citus_is_coordinator()"
-								   "   AND EXISTS (SELECT 1 FROM pg_catalog.pg_dist_node"
-								   "                WHERE groupid <> 0 AND isactive)",
-								   0, NULL, NULL) ?
+	start = IdemInvalCounter();
+	/* the coordinator is group 0 in every Citus release */
+	role = IdemCitusAsk("SELECT (SELECT groupid FROM pg_catalog.pg_dist_local_group) = 0"
+						"   AND EXISTS (SELECT 1 FROM pg_catalog.pg_dist_node"
+						"                WHERE groupid <> 0 AND isactive)",
+						0, NULL, NULL) ?
 		IDEM_CITUS_COORDINATOR : IDEM_CITUS_NONE;
-	return idem_citus_role;
+	/* cached only if no invalidation arrived meanwhile */
+	if (start == IdemInvalCounter())
+		idem_citus_role = role;
+	return role;
 }
 
 /*
@@ -135,6 +145,7 @@ IdemCitusCheckClaim(void)
 						 0, NULL, NULL))
 			IdemCitusRefuse();
 		idem_xact_coordinator_claim = true;
+		idem_claim_nest_level = GetCurrentTransactionNestLevel();
 	}
 	idem_xact_checked = true;
 }
@@ -179,6 +190,18 @@ IdemCitusXactCallback(XactEvent event, void *arg pg_attribute_unused())
 		idem_xact_coordinator_claim = idem_xact_checked = false;
 }
 
+/* A subtransaction that made the first claim rolled back: it is undone */
+static void
+IdemCitusSubXactCallback(SubXactEvent event,
+						 SubTransactionId mySubid pg_attribute_unused(),
+						 SubTransactionId parentSubid pg_attribute_unused(),
+						 void *arg pg_attribute_unused())
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB && idem_xact_checked &&
+		GetCurrentTransactionNestLevel() <= idem_claim_nest_level)
+		idem_xact_coordinator_claim = idem_xact_checked = false;
+}
+
 /* Relcache invalidation: Citus's node metadata may have changed */
 static void
 IdemCitusRelcache(Oid relid)
@@ -194,5 +217,6 @@ IdemCitusInit(void)
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = IdemCitusExecutorStart;
 	RegisterXactCallback(IdemCitusXactCallback, NULL);
+	RegisterSubXactCallback(IdemCitusSubXactCallback, NULL);
 	IdemInvalOnRelcache(IdemCitusRelcache);
 }

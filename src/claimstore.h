@@ -76,7 +76,7 @@ static inline void
 IdemPurgeWindowEnd(ItemPointer start, ItemPointer end)
 {
 	ItemPointerSet(end,
-				   Min((uint64) ItemPointerGetBlockNumber(start) + IDEM_PURGE_WINDOW_BLOCKS - 1,
+				   Min((uint64) ItemPointerGetBlockNumberNoCheck(start) + IDEM_PURGE_WINDOW_BLOCKS - 1,
 					   (uint64) MaxBlockNumber),
 				   PG_UINT16_MAX);
 }

@@ -103,8 +103,8 @@ typedef struct IdemPurgeResult
 	int			batches;
 	int			timeouts;
 	bool		complete;		/* read to the end of the table */
-	ItemPointerData resume;		/* if not complete: where the next worker
-								 * round goes on */
+	bool		resumable;		/* stopped by the deadline or a pause */
+	ItemPointerData resume;		/* then: where the next worker round goes on */
 	char	   *error;			/* the error that stopped it, or NULL */
 } IdemPurgeResult;
 
@@ -342,11 +342,21 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 	args[0] = PointerGetDatum(cursor);	/* tid is passed by reference */
 	args[1] = Int32GetDatum(batch);
 	args[2] = IntervalPGetDatum(&target->ttl);
+#if PG_VERSION_NUM >= 140000
 	IdemPurgeWindowEnd(cursor, &window_end);
+#else
+	/* no TID range scan: a window would not bound the scan, only repeat it */
+	ItemPointerSet(&window_end, MaxBlockNumber, PG_UINT16_MAX);
+#endif
 	args[3] = PointerGetDatum(&window_end);
 	{
-		Relation	rel = table_open(target->relid, AccessShareLock);
+		Relation	rel = try_table_open(target->relid, AccessShareLock);
 
+		if (rel == NULL)
+		{
+			*more = false;		/* dropped since the targets were listed */
+			return 0;
+		}
 		nblocks = RelationGetNumberOfBlocks(rel);
 		table_close(rel, NoLock);
 	}
@@ -414,7 +424,7 @@ IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
 		args[7] = CStringGetTextDatum(appname);
 	else
 		nulls[7] = 'n';
-	if (!result->complete && strcmp(trigger, "worker") == 0)
+	if (!result->complete && result->resumable && strcmp(trigger, "worker") == 0)
 		args[8] = PointerGetDatum(&result->resume);
 	else
 		nulls[8] = 'n';
@@ -428,7 +438,11 @@ IdemPurgeRecord(IdemPurgeTarget *target, IdemPurgeResult *result,
 						9, argtypes, args, nulls, NULL, NULL);
 	(void) IdemOwnerRun(cat.claims, 0,
 						"DELETE FROM idempotency.purge_runs"
-						" WHERE run_id <= (SELECT max(run_id) FROM idempotency.purge_runs) - $1",
+						" WHERE run_id <= (SELECT max(run_id) FROM idempotency.purge_runs) - $1"
+						/* not the newest worker run of a target: its resume point */
+						"   AND run_id NOT IN (SELECT DISTINCT ON (target) run_id"
+						"                        FROM idempotency.purge_runs WHERE trigger = 'worker'"
+						"                       ORDER BY target, run_id DESC)",
 						1, histtypes, hist, NULL, NULL, NULL);
 }
 
@@ -637,7 +651,10 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		if (!idem_purge_enabled || GetCurrentTimestamp() >= deadline)
+		{
+			result->resumable = true;
 			return;
+		}
 
 		IdemPurgeXactStart(deadline, 0);	/* now() of this batch */
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -674,6 +691,13 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 				pg_usleep(10000L);
 				continue;
 			}
+			/*
+			 * Cancelled at the deadline, the next round goes on from this
+			 * batch; after any other error it starts afresh, so that a row
+			 * that always fails cannot keep the rows before it unpurged.
+			 */
+			result->resumable = edata->sqlerrcode == ERRCODE_QUERY_CANCELED &&
+				GetCurrentTimestamp() >= deadline;
 			result->error = pstrdup(edata->message);
 			FreeErrorData(edata);
 			pgstat_report_activity(STATE_IDLE, NULL);

@@ -126,6 +126,15 @@ like($err, qr/ERROR:  a claim on a Citus coordinator cannot commit with writes t
 like($err, qr/HINT:  .*create_distributed_function/, 'the hint points to the delegated handler');
 is($coord->safe_psql('postgres', q{SELECT idem_claim('coord-3', 'payments')}), 't',
 	'a claim on the coordinator with no distributed write still works');
+($rc, $out, $err) = $coord->psql('postgres', q{
+	BEGIN;
+	SAVEPOINT s;
+	SELECT idem_claim('coord-4', 'payments');
+	ROLLBACK TO SAVEPOINT s;
+	UPDATE accounts SET balance = balance WHERE id = 1;
+	COMMIT;});
+is($rc, 0, 'a claim rolled back to a savepoint no longer stands in the way of a distributed write')
+  or diag($err);
 # a handler that is not delegated runs on the coordinator: the guard catches
 # it, in an explicit transaction without force_delegation, and with several
 # calls in one statement
