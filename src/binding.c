@@ -179,10 +179,6 @@ IdemBindingGet(Oid relid, bool missing_ok)
 	IdemCatalog cat;
 	Oid			argtypes[1] = {OIDOID};
 	Datum		args[1];
-	char	   *status_column = NULL;
-	char	   *machine = NULL;
-	char	   *version_column = NULL;
-	bool		check_inserts = false;
 	IdemBindingRow row;
 	Oid			func;
 	bool		found;
@@ -204,12 +200,8 @@ IdemBindingGet(Oid relid, bool missing_ok)
 						" FROM idempotency.machine_bindings"
 						" WHERE rel OPERATOR(pg_catalog.=) $1::pg_catalog.regclass",
 						1, argtypes, args, NULL, IdemBindingCopyRow, &row);
-	status_column = row.status_column;
-	machine = row.machine;
-	version_column = row.version_column;
-	check_inserts = row.check_inserts;
 
-	if (status_column == NULL)
+	if (row.status_column == NULL)
 	{
 		if (missing_ok)
 			return NULL;
@@ -241,10 +233,10 @@ IdemBindingGet(Oid relid, bool missing_ok)
 
 		memset(&fill, 0, sizeof(fill));
 		fill.relid = relid;
-		strlcpy(fill.machine, machine, sizeof(fill.machine));
-		strlcpy(fill.status_column, status_column, sizeof(fill.status_column));
-		fill.check_inserts = check_inserts;
-		fill.status_attno = IdemBindingColumn(relid, status_column);
+		strlcpy(fill.machine, row.machine, sizeof(fill.machine));
+		strlcpy(fill.status_column, row.status_column, sizeof(fill.status_column));
+		fill.check_inserts = row.check_inserts;
+		fill.status_attno = IdemBindingColumn(relid, row.status_column);
 		get_atttypetypmodcoll(relid, fill.status_attno, &fill.status_type,
 							  &fill.status_typmod, &coll);
 		getTypeOutputInfo(fill.status_type, &typoutput, &isvarlena);
@@ -252,11 +244,11 @@ IdemBindingGet(Oid relid, bool missing_ok)
 		getTypeInputInfo(fill.status_type, &func, &fill.status_ioparam);
 		fmgr_info_cxt(func, &fill.status_in, IdemGenCacheContext(&idem_binding_gen));
 		fill.version_attno = InvalidAttrNumber;
-		if (version_column != NULL)
+		if (row.version_column != NULL)
 		{
 			int32		typmod;
 
-			fill.version_attno = IdemBindingColumn(relid, version_column);
+			fill.version_attno = IdemBindingColumn(relid, row.version_column);
 			get_atttypetypmodcoll(relid, fill.version_attno, &fill.version_type,
 								  &typmod, &coll);
 		}

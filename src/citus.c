@@ -34,14 +34,17 @@
 #include "commands/extension.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
+#include "utils/array.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/lockdefs.h"
 #include "utils/lsyscache.h"
 
+#include "catalog.h"
 #include "citus.h"
 #include "idempotency.h"
 #include "inval.h"
+#include "ownerspi.h"
 
 /* What this node is to Citus */
 typedef enum IdemCitusRole
@@ -75,23 +78,24 @@ IdemCitusRefuse(void)
 			 errhint("Claim on the worker, in the write's own transaction: a handler function distributed with create_distributed_function(..., force_delegation := true), as the README shows.")));
 }
 
-/* One boolean from a query run through SPI */
+/* Store the boolean a one-column row holds in the bool arg */
+static void
+IdemCitusBoolRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
+
+	*(bool *) arg = !isnull && DatumGetBool(d);
+}
+
+/* The boolean a read of Citus's catalogs answers */
 static bool
 IdemCitusAsk(const char *sql, int nargs, Oid *argtypes, Datum *args)
 {
 	bool		answer = false;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args(sql, nargs, argtypes, args, NULL, true, 1) == SPI_OK_SELECT &&
-		SPI_processed == 1)
-	{
-		bool		isnull;
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-
-		answer = !isnull && DatumGetBool(d);
-	}
-	SPI_finish();
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY, sql,
+						nargs, argtypes, args, NULL, IdemCitusBoolRow, &answer);
 	return answer;
 }
 
@@ -157,22 +161,32 @@ IdemCitusExecutorStart(QueryDesc *queryDesc, int eflags)
 	if (idem_xact_coordinator_claim &&
 		(eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0)
 	{
+		List	   *rtable = queryDesc->plannedstmt->rtable;
+		Datum	   *written = palloc(sizeof(Datum) * Max(list_length(rtable), 1));
+		int			n = 0;
 		ListCell   *lc;
 
-		foreach(lc, queryDesc->plannedstmt->rtable)
+		/* one look at pg_dist_partition for every table the statement writes */
+		foreach(lc, rtable)
 		{
 			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
-			Oid			argtypes[1] = {OIDOID};
+
+			if (rte->rtekind == RTE_RELATION && rte->rellockmode >= RowExclusiveLock)
+				written[n++] = ObjectIdGetDatum(rte->relid);
+		}
+		if (n > 0)
+		{
+			Oid			argtypes[1] = {OIDARRAYOID};
 			Datum		args[1];
 
-			if (rte->rtekind != RTE_RELATION || rte->rellockmode < RowExclusiveLock)
-				continue;
-			args[0] = ObjectIdGetDatum(rte->relid);
+			args[0] = PointerGetDatum(construct_array(written, n, OIDOID,
+													  sizeof(Oid), true, TYPALIGN_INT));
 			if (IdemCitusAsk("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition"
-							 "                WHERE logicalrelid = $1)",
+							 "                WHERE logicalrelid OPERATOR(pg_catalog.=) ANY ($1))",
 							 1, argtypes, args))
 				IdemCitusRefuse();
 		}
+		pfree(written);
 	}
 	if (prev_executor_start)
 		prev_executor_start(queryDesc, eflags);

@@ -790,12 +790,8 @@ IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss, int nns,
 		}
 	}
 	if (!*more)
-	{
-		/* read the whole window: go on after it, if the table goes on */
-		*cursor = maxtid;
-		*more = ItemPointerGetBlockNumber(&maxtid) + 1 <
-			RelationGetNumberOfBlocks(store->heap);
-	}
+		*more = IdemPurgeWindowFinish(cursor, &maxtid,
+									  RelationGetNumberOfBlocks(store->heap));
 	ExecDropSingleTupleTableSlot(slot);
 	table_endscan(scan);
 	return deleted;

@@ -81,6 +81,17 @@ IdemPurgeWindowEnd(ItemPointer start, ItemPointer end)
 				   PG_UINT16_MAX);
 }
 
+/*
+ * A batch read its whole window, ending at end: the cursor goes past it;
+ * returns whether the table goes on after it
+ */
+static inline bool
+IdemPurgeWindowFinish(ItemPointer cursor, ItemPointer end, BlockNumber nblocks)
+{
+	*cursor = *end;
+	return ItemPointerGetBlockNumberNoCheck(end) + 1 < nblocks;
+}
+
 #if PG_VERSION_NUM >= 140000
 extern int64 IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss,
 								 int nns, int64 *counts, int batch,

@@ -385,14 +385,8 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 			IdemPurgeCountNamespaces(d);
 	}
 	IdemOwnerScopeEnd(&scope);
-	if (seen >= batch)
-		*more = true;			/* the window may hold more */
-	else
-	{
-		/* read the whole window: go on after it, if the table goes on */
-		*cursor = window_end;
-		*more = ItemPointerGetBlockNumber(&window_end) + 1 < nblocks;
-	}
+	/* a full batch: the window may hold more */
+	*more = seen >= batch || IdemPurgeWindowFinish(cursor, &window_end, nblocks);
 	return deleted;
 }
 
