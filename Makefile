@@ -14,6 +14,8 @@ OBJS = \
 	src/claimkey.o \
 	src/claimstore.o \
 	src/claimtrigger.o \
+	src/generation.o \
+	src/genfilter.o \
 	src/guard.o \
 	src/inval.o \
 	src/keylock.o \

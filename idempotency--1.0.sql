@@ -64,6 +64,37 @@ CREATE TABLE idempotency.claims (
 ) WITH (vacuum_truncate = false);
 COMMENT ON TABLE idempotency.claims IS 'claimed event ids; use the idem_claims view to read them';
 
+-- Generations of the claims (src/generation.c): tables
+-- idempotency.claims_g<id> that inherit from idempotency.claims, one chain
+-- per TTL class, each dropped whole once its claims have expired.  The
+-- purge opens, seals and drops them; claims of namespaces with a TTL below
+-- idempotency.generation_min_ttl stay in idempotency.claims.  A sealed
+-- generation keeps the namespaces it holds, the newest claimed_at of each,
+-- and a Bloom filter of its claims, so that a new id skips it.
+CREATE SEQUENCE idempotency.generation_id_seq AS integer;
+CREATE TABLE idempotency.generations (
+    id            integer     NOT NULL,
+    ttl_class     integer     NOT NULL,
+    state         text        NOT NULL,
+    opened_at     timestamptz NOT NULL DEFAULT now(),
+    closed_at     timestamptz,
+    sealed_at     timestamptz,
+    claims        bigint,
+    namespaces    integer[],
+    last_claimed  timestamptz[],
+    filter        bytea,
+    filter_hashes integer,
+    CONSTRAINT generations_pkey PRIMARY KEY (id),
+    CONSTRAINT generations_state_check CHECK (state IN ('open', 'closed', 'sealed'))
+);
+CREATE UNIQUE INDEX generations_open_idx ON idempotency.generations (ttl_class) WHERE state = 'open';
+ALTER TABLE idempotency.generations ALTER COLUMN filter SET STORAGE EXTERNAL;
+ALTER SEQUENCE idempotency.generation_id_seq OWNED BY idempotency.generations.id;
+COMMENT ON TABLE idempotency.generations IS 'generations of the claims; read them through idem_generations';
+CREATE TRIGGER generations_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.generations
+    FOR EACH STATEMENT EXECUTE FUNCTION idempotency.idem_table_changed();
+
 -- Declared state machines: each state maps to the states it may move to.
 CREATE TABLE idempotency.machines (
     name        text        NOT NULL,
@@ -181,6 +212,8 @@ SELECT pg_catalog.pg_extension_config_dump('idempotency.tokens', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.namespaces', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.namespace_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('idempotency.claims', '');
+SELECT pg_catalog.pg_extension_config_dump('idempotency.generations', '');
+SELECT pg_catalog.pg_extension_config_dump('idempotency.generation_id_seq', '');
 
 --
 -- Claims
@@ -370,6 +403,12 @@ COMMENT ON FUNCTION idem_try_lock(text) IS
 --
 -- Purge
 --
+CREATE FUNCTION idem_generation_switch() RETURNS integer
+    AS 'MODULE_PATHNAME', 'idem_generation_switch'
+    LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION idem_generation_switch() IS
+    'open a new generation for every TTL class now, seal and drop what can be; returns the generations opened';
+
 CREATE FUNCTION idem_purge(max_rows bigint DEFAULT NULL)
     RETURNS bigint
     AS 'MODULE_PATHNAME', 'idem_purge'
@@ -443,6 +482,24 @@ CREATE VIEW idem_claims AS
            (SELECT idempotency.idem_expires_at(c.claimed_at, n.ttl) AS expires_at) e;
 COMMENT ON VIEW idem_claims IS 'stored claims, expired ones included until purged';
 
+-- The generations of the claims, with what each holds and when it goes.
+-- expires_at is when its last claim expires under today's TTLs: the purge
+-- drops it after that.  NULL while it is open or closed.
+CREATE VIEW idem_generations AS
+    SELECT g.id, g.ttl_class,
+           make_interval(secs => 2 ^ g.ttl_class) AS ttl_class_from,
+           g.state,
+           ('idempotency.claims_g' || g.id)      AS relation,
+           g.opened_at, g.closed_at, g.sealed_at,
+           g.claims,
+           pg_relation_size(to_regclass('idempotency.claims_g' || g.id)) AS heap_bytes,
+           octet_length(g.filter)                AS filter_bytes,
+           (SELECT max(idempotency.idem_expires_at(l.last, n.ttl))
+              FROM unnest(g.namespaces, g.last_claimed) AS l(ns, last)
+              JOIN idem_namespaces n ON n.id = l.ns) AS expires_at
+      FROM idempotency.generations g;
+COMMENT ON VIEW idem_generations IS 'generations of the claims: open, closed or sealed, and when each is dropped';
+
 CREATE VIEW idem_requests AS
     SELECT n.name                           AS namespace,
            idempotency.idem_key_text(r.key) AS key,
@@ -506,12 +563,14 @@ REVOKE ALL ON FUNCTION idem_machine_drop(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_forget_dropped_tables() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_stats_reset() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_purge(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_generation_switch() FROM PUBLIC;
 REVOKE ALL ON PROCEDURE idem_purge_run(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_table_changed() FROM PUBLIC;
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
 GRANT SELECT ON idempotency.namespaces, idempotency.machines,
                 idempotency.machine_bindings TO PUBLIC;
 GRANT SELECT ON idem_stats, idem_namespaces TO PUBLIC;
+REVOKE ALL ON idem_generations FROM PUBLIC;
 GRANT SELECT ON idempotency.purge_policies TO PUBLIC;
 
 -- With security_invoker (PostgreSQL 15 and later), reading idem_claims

@@ -16,8 +16,11 @@
  * wrong or torn entry can cost time but never change an answer.
  *
  * Layout: sets of IDEM_CACHE_WAYS 64-bit words, one cache line per set.
- * Each word packs a 23-bit tag, the block number and the offset, so it is
- * read and written with single atomic operations, without locks.
+ * Each word packs a 19-bit tag, the low 4 bits of the generation the claim
+ * lives in (0 for idempotency.claims itself; see generation.c), the block
+ * number and the offset, so it is read and written with single atomic
+ * operations, without locks.  The hash is of the claims table itself, so
+ * it stays the same whichever generation holds the claim.
  *
  * A cached block number may lie past the end of the relation if VACUUM
  * truncated it; we check against the relation's length, which cannot
@@ -46,8 +49,9 @@
 /* Bits of a cache word */
 #define IDEM_CACHE_OFFSET_BITS	9
 #define IDEM_CACHE_BLOCK_BITS	32
-#define IDEM_CACHE_TAG_BITS		23
-#define IDEM_CACHE_TAG_SHIFT	(IDEM_CACHE_OFFSET_BITS + IDEM_CACHE_BLOCK_BITS)
+#define IDEM_CACHE_GEN_SHIFT	(IDEM_CACHE_OFFSET_BITS + IDEM_CACHE_BLOCK_BITS)
+#define IDEM_CACHE_TAG_BITS		19
+#define IDEM_CACHE_TAG_SHIFT	(IDEM_CACHE_GEN_SHIFT + IDEM_CACHE_GEN_BITS)
 #define IDEM_CACHE_TAG_MASK		((UINT64CONST(1) << IDEM_CACHE_TAG_BITS) - 1)
 #define IDEM_CACHE_OFFSET_MASK	((1 << IDEM_CACHE_OFFSET_BITS) - 1)
 
@@ -61,9 +65,11 @@ static pg_atomic_uint64 *idem_cache_slots = NULL;
 static uint64 idem_cache_nsets = 0;
 static bool idem_cache_local_tried = false;
 
-/* Length of the claims heap, as last seen in this transaction */
-static IdemRelFile idem_cache_node;
-static BlockNumber idem_cache_nblocks = 0;
+/* Lengths of the claims heaps, as last seen in this transaction */
+#define IDEM_CACHE_LENGTHS		8
+static IdemRelFile idem_cache_node[IDEM_CACHE_LENGTHS];
+static BlockNumber idem_cache_nblocks[IDEM_CACHE_LENGTHS];
+static int	idem_cache_nlengths = 0;
 
 /* Rotates the victim slot of a full set */
 static uint32 idem_cache_victim = 0;
@@ -78,7 +84,7 @@ IdemClaimCacheXactCallback(XactEvent event, void *arg pg_attribute_unused())
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PARALLEL_COMMIT ||
 		event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
-		idem_cache_nblocks = 0;
+		idem_cache_nlengths = 0;
 }
 
 /* Register callbacks; called from _PG_init */
@@ -231,7 +237,7 @@ IdemClaimCacheSet(uint64 hash, uint64 *tag)
  * caller must verify each one against the heap.
  */
 int
-IdemClaimCacheLookup(uint64 hash, ItemPointerData *tids)
+IdemClaimCacheLookup(uint64 hash, ItemPointerData *tids, uint8 *gens)
 {
 	pg_atomic_uint64 *set;
 	uint64		tag;
@@ -247,6 +253,7 @@ IdemClaimCacheLookup(uint64 hash, ItemPointerData *tids)
 
 		if ((word >> IDEM_CACHE_TAG_SHIFT) != tag)
 			continue;
+		gens[n] = (uint8) ((word >> IDEM_CACHE_GEN_SHIFT) & IDEM_CACHE_GEN_MASK);
 		/* ItemPointerSet evaluates its first argument more than once */
 		ItemPointerSet(&tids[n],
 					   (BlockNumber) ((word >> IDEM_CACHE_OFFSET_BITS) & 0xFFFFFFFF),
@@ -256,9 +263,9 @@ IdemClaimCacheLookup(uint64 hash, ItemPointerData *tids)
 	return n;
 }
 
-/* Remember that the claim with this hash lives at tid */
+/* Remember that the claim with this hash lives at tid of generation gen */
 void
-IdemClaimCacheRemember(uint64 hash, ItemPointer tid)
+IdemClaimCacheRemember(uint64 hash, ItemPointer tid, uint8 gen)
 {
 	pg_atomic_uint64 *set;
 	uint64		tag;
@@ -271,6 +278,7 @@ IdemClaimCacheRemember(uint64 hash, ItemPointer tid)
 		return;
 	set = IdemClaimCacheSet(hash, &tag);
 	word = (tag << IDEM_CACHE_TAG_SHIFT) |
+		((uint64) (gen & IDEM_CACHE_GEN_MASK) << IDEM_CACHE_GEN_SHIFT) |
 		((uint64) ItemPointerGetBlockNumber(tid) << IDEM_CACHE_OFFSET_BITS) |
 		offset;
 
@@ -302,11 +310,23 @@ bool
 IdemClaimCacheBlockExists(Relation heap, BlockNumber block)
 {
 	IdemRelFile node = IdemRelFileOf(heap);
+	int			i;
 
-	if (block < idem_cache_nblocks &&
-		memcmp(&node, &idem_cache_node, sizeof(node)) == 0)
-		return true;
-	idem_cache_node = node;
-	idem_cache_nblocks = RelationGetNumberOfBlocks(heap);
-	return block < idem_cache_nblocks;
+	for (i = 0; i < idem_cache_nlengths; i++)
+		if (memcmp(&node, &idem_cache_node[i], sizeof(node)) == 0)
+		{
+			if (block < idem_cache_nblocks[i])
+				return true;
+			break;
+		}
+	if (i == idem_cache_nlengths)
+	{
+		if (idem_cache_nlengths == IDEM_CACHE_LENGTHS)
+			i = 0;				/* start over: a transaction of many tables */
+		else
+			idem_cache_nlengths++;
+		idem_cache_node[i] = node;
+	}
+	idem_cache_nblocks[i] = RelationGetNumberOfBlocks(heap);
+	return block < idem_cache_nblocks[i];
 }

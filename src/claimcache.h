@@ -13,6 +13,10 @@
 /* Slots per set; a set fills one 64-byte cache line */
 #define IDEM_CACHE_WAYS			8
 
+/* Bits of the generation tag of a cached location */
+#define IDEM_CACHE_GEN_BITS		4
+#define IDEM_CACHE_GEN_MASK		((1 << IDEM_CACHE_GEN_BITS) - 1)
+
 /* Candidate locations a lookup can return */
 #define IDEM_CACHE_MAX_CANDIDATES IDEM_CACHE_WAYS
 
@@ -25,8 +29,8 @@ extern Size IdemClaimCacheShmemSize(void);
 extern void IdemClaimCacheShmemInit(void);
 extern uint64 IdemClaimCacheHash(Relation heap, int32 nsid, const bytea *key);
 extern void IdemClaimCachePrefetch(int32 nsid, const bytea *key);
-extern int	IdemClaimCacheLookup(uint64 hash, ItemPointerData *tids);
-extern void IdemClaimCacheRemember(uint64 hash, ItemPointer tid);
+extern int	IdemClaimCacheLookup(uint64 hash, ItemPointerData *tids, uint8 *gens);
+extern void IdemClaimCacheRemember(uint64 hash, ItemPointer tid, uint8 gen);
 extern bool IdemClaimCacheBlockExists(Relation heap, BlockNumber block);
 
 #endif							/* IDEM_CLAIMCACHE_H */

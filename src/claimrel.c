@@ -60,26 +60,43 @@
 #include "idempotency.h"
 #include "inval.h"
 
-static IdemGenCache idem_claimrel_gen = IDEM_GEN_CACHE_INIT("idempotency claims layout");
-static IdemClaimRel *idem_claimrel = NULL;
+/*
+ * Layouts of the claims table and of its generations (generation.c), all
+ * in one generation of memory: an invalidation of any of them drops all.
+ */
+#define IDEM_CLAIMREL_MAX	16
 
-/* Drop the layout if the invalidated relation is the table or an index */
+static IdemGenCache idem_claimrel_gen = IDEM_GEN_CACHE_INIT("idempotency claims layout");
+static IdemClaimRel *idem_claimrel[IDEM_CLAIMREL_MAX];
+static int	idem_nclaimrels = 0;
+
+/* Drop every layout */
+static void
+IdemClaimRelDropAll(void)
+{
+	idem_nclaimrels = 0;
+	IdemGenCacheRetire(&idem_claimrel_gen);
+}
+
+/* Drop the layouts if the invalidated relation is a table or an index */
 static void
 IdemClaimRelInvalidate(Oid relid)
 {
-	IdemClaimRel *cr = idem_claimrel;
-	bool		ours = false;
+	int			n;
 	int			i;
 
-	if (cr == NULL)
-		return;
-	ours = (relid == InvalidOid || relid == cr->relid);
-	for (i = 0; !ours && i < cr->nindexes; i++)
-		ours = (relid == cr->index_oids[i]);
-	if (ours)
+	for (n = 0; n < idem_nclaimrels; n++)
 	{
-		idem_claimrel = NULL;
-		IdemGenCacheRetire(&idem_claimrel_gen);
+		IdemClaimRel *cr = idem_claimrel[n];
+		bool		ours = (relid == InvalidOid || relid == cr->relid);
+
+		for (i = 0; !ours && i < cr->nindexes; i++)
+			ours = (relid == cr->index_oids[i]);
+		if (ours)
+		{
+			IdemClaimRelDropAll();
+			return;
+		}
 	}
 }
 
@@ -350,24 +367,29 @@ IdemClaimRelBuild(Relation heap)
 IdemClaimRel *
 IdemClaimRelGet(Relation heap, IdemClaimOp op)
 {
-	IdemClaimRel *cr = idem_claimrel;
+	IdemClaimRel *cr = NULL;
+	int			n;
 
-	while (cr == NULL || cr->relid != RelationGetRelid(heap))
+	/* the claims table first: it is asked for most */
+	for (n = 0; n < idem_nclaimrels; n++)
+		if (idem_claimrel[n]->relid == RelationGetRelid(heap))
+		{
+			cr = idem_claimrel[n];
+			break;
+		}
+	while (cr == NULL)
 	{
 		uint64		start = IdemInvalCounter();
 
-		if (idem_claimrel != NULL)
-		{
-			idem_claimrel = NULL;
-			IdemGenCacheRetire(&idem_claimrel_gen);
-		}
+		if (idem_nclaimrels == IDEM_CLAIMREL_MAX)
+			IdemClaimRelDropAll();
 		cr = IdemClaimRelBuild(heap);
 		if (IdemInvalCounter() == start)
-			idem_claimrel = cr;
+			idem_claimrel[idem_nclaimrels++] = cr;
 		else
 		{
 			/* an invalidation arrived while we read the relcache */
-			IdemGenCacheRetire(&idem_claimrel_gen);
+			IdemClaimRelDropAll();
 			cr = NULL;
 		}
 	}

@@ -61,6 +61,7 @@
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "catalog.h"
 #include "citus.h"
@@ -68,26 +69,47 @@
 #include "claimkey.h"
 #include "claimstore.h"
 #include "compat.h"
+#include "generation.h"
+#include "genfilter.h"
 #include "idempotency.h"
 #include "rowseek.h"
 #include "spectoken.h"
 #include "stats.h"
 
+/* What a look at the relations other than a claim's target found */
+typedef enum IdemElsewhere
+{
+	IDEM_ELSEWHERE_NONE,		/* no live claim of the key anywhere else */
+	IDEM_ELSEWHERE_DUP,			/* a live claim, committed or ours */
+	IDEM_ELSEWHERE_RETRY,		/* waited for (or must wait for) a claimer */
+	IDEM_ELSEWHERE_UNSEEN		/* committed after our transaction snapshot */
+} IdemElsewhere;
+
 /*
- * One claim operation's probe of the claims: the seek loop it runs, and
- * what the last probe found for its key.
+ * One claim operation's probe of the claims: the seek loop it runs on one
+ * relation, and what the last probe found for its key.
  */
 typedef struct IdemProbe
 {
 	IdemRowSeek seek;			/* first: the callbacks cast it back */
 	IdemStore  *store;
+	IdemStoreRel *rel;			/* where the seek looks (a claim's target) */
 	IdemNamespace *ns;
 	const bytea *key;
 	IdemClaimRow row;			/* what a new claim stores */
 	uint64		hash;			/* the key's claim cache hash */
+	uint64		fhash;			/* the key's generation filter hash */
 	SnapshotData dirty;
 	bool		cached;			/* the claim cache answered the next probe */
 	ItemPointerData inserted;	/* TID of the claim this operation made */
+	IdemStoreRel *inserted_in;
+	IdemElsewhere elsewhere;	/* why absent settled without inserting */
+	IdemStoreRel *found_in;		/* where a duplicate elsewhere was found */
+	/* a claimer in another relation to wait for once ours is withdrawn */
+	TransactionId wait_xid;
+	uint32		wait_token;
+	IdemStoreRel *wait_rel;
+	ItemPointerData wait_tid;
 	/* what the probe found */
 	bool		found;
 	TimestampTz claimed_at;
@@ -95,15 +117,67 @@ typedef struct IdemProbe
 	int64		fp;
 } IdemProbe;
 
+/* Set up the indexes of a store relation whose layout is known */
+static void
+IdemStoreRelIndexesInit(IdemStoreRel *r)
+{
+	if (r->layout->nindexes <= IDEM_STORE_INLINE_INDEXES)
+	{
+		memset(r->inline_indexes, 0, sizeof(r->inline_indexes));
+		r->indexes = r->inline_indexes;
+	}
+	else
+		r->indexes = palloc0(sizeof(Relation) * r->layout->nindexes);
+	r->all_indexes = false;
+}
+
+/* Close what a store relation opened; locks are kept to transaction end */
+static void
+IdemStoreRelClose(IdemStoreRel *r)
+{
+	int			i;
+
+	if (r->heap == NULL)
+		return;
+	for (i = 0; i < r->layout->nindexes; i++)
+		if (r->indexes[i] != NULL)
+			index_close(r->indexes[i], NoLock);
+	if (r->indexes != r->inline_indexes)
+		pfree(r->indexes);
+	table_close(r->heap, NoLock);
+	r->heap = NULL;
+}
+
+/* Point the store at the generations as last committed */
+static void
+IdemStoreLoadMap(IdemStore *store)
+{
+	int			i;
+
+	for (i = 0; i < store->nrels; i++)
+		IdemStoreRelClose(&store->rels[i]);
+	if (store->rels != NULL)
+		pfree(store->rels);
+	store->map = IdemGenMapGet();
+	store->nrels = store->map->ngens;
+	store->rels = palloc0(sizeof(IdemStoreRel) * Max(store->nrels, 1));
+	for (i = 0; i < store->nrels; i++)
+	{
+		store->rels[i].gen = &store->map->gens[i];
+		store->rels[i].gen_id = store->map->gens[i].id;
+	}
+}
+
 /*
  * Open the claims table for one operation, and check that the direct path
- * may do op on it.  Indexes are opened on first use, since a duplicate
- * found through the claim cache needs none.
+ * may do op on it.  Generations and indexes are opened on first use, since
+ * a duplicate found through the claim cache needs only one of each.
  */
 void
 IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 {
 	store->catalog = IdemGetCatalog();
+	store->op = op;
 	store->lockmode = op == IDEM_OP_CHECK ? AccessShareLock : RowExclusiveLock;
 	store->heap = table_open(store->catalog.claims, store->lockmode);
 	store->layout = IdemClaimRelGet(store->heap, op);
@@ -111,46 +185,93 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 		CheckCmdReplicaIdentity(store->heap, CMD_DELETE);
 	if (op == IDEM_OP_CLAIM)
 		IdemCitusCheckClaim();	/* not beside distributed writes on a coordinator */
-	if (store->layout->nindexes <= IDEM_STORE_INLINE_INDEXES)
-	{
-		memset(store->inline_indexes, 0, sizeof(store->inline_indexes));
-		store->indexes = store->inline_indexes;
-	}
-	else
-		store->indexes = palloc0(sizeof(Relation) * store->layout->nindexes);
-	store->all_indexes = false;
+
+	memset(&store->root, 0, sizeof(store->root));
+	store->root.opened = true;
+	store->root.locked = store->lockmode;
+	store->root.heap = store->heap;
+	store->root.layout = store->layout;
+	IdemStoreRelIndexesInit(&store->root);
+	store->map = NULL;
+	store->nrels = 0;
+	store->rels = NULL;
+	if (op != IDEM_OP_PURGE)
+		IdemStoreLoadMap(store);
 	store->bistate = bulk ? GetBulkInsertState() : NULL;
+	store->bistate_relid = store->catalog.claims;
 	store->now = GetCurrentTransactionStartTimestamp();
 }
 
-/* Index i of the layout, opened on first use */
-static inline Relation
-IdemStoreIndexAt(IdemStore *store, int i)
+/*
+ * Open a generation of the store with at least mode; false if its table
+ * was dropped since the map was read (only an expired generation is).
+ */
+static bool
+IdemStoreRelOpen(IdemStore *store, IdemStoreRel *r, LOCKMODE mode)
 {
-	if (store->indexes[i] == NULL)
-		store->indexes[i] = index_open(store->layout->index_oids[i],
-									   store->lockmode);
-	return store->indexes[i];
+	Oid			relid;
+
+	if (r->gen == NULL)
+		return true;			/* the claims table, open from the start */
+	relid = r->gen->relid;
+	if (r->opened)
+	{
+		if (r->gone)
+			return false;
+		if (mode > r->locked)
+		{
+			LockRelationOid(relid, mode);
+			r->locked = mode;
+		}
+		return true;
+	}
+	r->opened = true;
+	if (!OidIsValid(relid))
+	{
+		r->gone = true;
+		return false;
+	}
+	LockRelationOid(relid, mode);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+	{
+		UnlockRelationOid(relid, mode);
+		r->gone = true;
+		return false;
+	}
+	r->locked = mode;
+	r->heap = relation_open(relid, NoLock);
+	r->layout = IdemClaimRelGet(r->heap, store->op);
+	IdemStoreRelIndexesInit(r);
+	return true;
 }
 
-/* The unique index that probes read */
+/* Index i of a relation's layout, opened on first use */
 static inline Relation
-IdemStoreIndex(IdemStore *store)
+IdemStoreIndexAt(IdemStoreRel *r, int i)
 {
-	return IdemStoreIndexAt(store, store->layout->probe);
+	if (r->indexes[i] == NULL)
+		r->indexes[i] = index_open(r->layout->index_oids[i], r->locked);
+	return r->indexes[i];
+}
+
+/* The unique index that probes of a relation read */
+static inline Relation
+IdemStoreIndex(IdemStoreRel *r)
+{
+	return IdemStoreIndexAt(r, r->layout->probe);
 }
 
 /* Open every index, for an insertion that must maintain them all */
 static void
-IdemStoreOpenIndexes(IdemStore *store)
+IdemStoreOpenIndexes(IdemStoreRel *r)
 {
 	int			i;
 
-	if (store->all_indexes)
+	if (r->all_indexes)
 		return;
-	for (i = 0; i < store->layout->nindexes; i++)
-		(void) IdemStoreIndexAt(store, i);
-	store->all_indexes = true;
+	for (i = 0; i < r->layout->nindexes; i++)
+		(void) IdemStoreIndexAt(r, i);
+	r->all_indexes = true;
 }
 
 /* Close what IdemStoreOpen opened; locks are kept until transaction end */
@@ -161,12 +282,18 @@ IdemStoreClose(IdemStore *store)
 
 	if (store->bistate != NULL)
 		FreeBulkInsertState(store->bistate);
-	for (i = 0; i < store->layout->nindexes; i++)
-		if (store->indexes[i] != NULL)
-			index_close(store->indexes[i], NoLock);
-	if (store->indexes != store->inline_indexes)
-		pfree(store->indexes);
-	table_close(store->heap, NoLock);
+	for (i = 0; i < store->nrels; i++)
+		IdemStoreRelClose(&store->rels[i]);
+	if (store->rels != NULL)
+		pfree(store->rels);
+	IdemStoreRelClose(&store->root);
+}
+
+/* The cache tag of a relation: the low bits of its generation id */
+static inline uint8
+IdemStoreRelTag(const IdemStoreRel *r)
+{
+	return (uint8) (r->gen_id & IDEM_CACHE_GEN_MASK);
 }
 
 /*
@@ -174,11 +301,11 @@ IdemStoreClose(IdemStore *store)
  * when it was claimed.  The caller holds a lock on buffer.
  */
 static void
-IdemProbeFill(IdemStore *store, HeapTuple tuple, Buffer buffer,
+IdemProbeFill(IdemStoreRel *r, HeapTuple tuple, Buffer buffer,
 			  Snapshot snapshot, IdemProbe *probe)
 {
-	TupleDesc	desc = RelationGetDescr(store->heap);
-	IdemClaimRel *cr = store->layout;
+	TupleDesc	desc = RelationGetDescr(r->heap);
+	IdemClaimRel *cr = r->layout;
 	bool		isnull;
 	Datum		d;
 
@@ -196,19 +323,20 @@ IdemProbeFill(IdemStore *store, HeapTuple tuple, Buffer buffer,
 }
 
 /*
- * Probe the unique index for (ns, key) under snapshot, which is either a
- * dirty snapshot (to see in-flight claims, as unique checks do) or an MVCC
- * one (for read-only checks).  Fills probe with the first visible tuple.
+ * Probe relation r's unique index for (ns, key) under snapshot, which is
+ * either a dirty snapshot (to see in-flight claims, as unique checks do) or
+ * an MVCC one (for read-only checks).  Fills probe with the first visible
+ * tuple.
  */
 static void
-IdemProbeKey(IdemStore *store, int32 nsid, const bytea *key,
+IdemProbeKey(IdemStoreRel *r, int32 nsid, const bytea *key,
 			 Snapshot snapshot, IdemProbe *probe)
 {
 	ScanKeyData skeys[2];
 	IndexScanDesc scan;
 	ItemPointer tid;
 	Buffer		buffer = InvalidBuffer;
-	AttrNumber	keycol = store->layout->probe_key_col;
+	AttrNumber	keycol = r->layout->probe_key_col;
 
 	probe->found = false;
 
@@ -217,7 +345,7 @@ IdemProbeKey(IdemStore *store, int32 nsid, const bytea *key,
 	ScanKeyInit(&skeys[2 - keycol], 3 - keycol, BTEqualStrategyNumber, F_INT4EQ,
 				Int32GetDatum(nsid));
 
-	scan = index_beginscan(store->heap, IdemStoreIndex(store), snapshot, 2, 0);
+	scan = index_beginscan(r->heap, IdemStoreIndex(r), snapshot, 2, 0);
 	index_rescan(scan, skeys, 2, NULL, 0);
 
 	while ((tid = index_getnext_tid(scan, ForwardScanDirection)) != NULL)
@@ -227,13 +355,13 @@ IdemProbeKey(IdemStore *store, int32 nsid, const bytea *key,
 		bool		all_dead = false;
 		bool		visible;
 
-		buffer = ReleaseAndReadBuffer(buffer, store->heap,
+		buffer = ReleaseAndReadBuffer(buffer, r->heap,
 									  ItemPointerGetBlockNumber(&htid));
 		LockBuffer(buffer, BUFFER_LOCK_SHARE);
-		visible = heap_hot_search_buffer(&htid, store->heap, buffer, snapshot,
+		visible = heap_hot_search_buffer(&htid, r->heap, buffer, snapshot,
 										 &tuple, &all_dead, true);
 		if (visible)
-			IdemProbeFill(store, &tuple, buffer, snapshot, probe);
+			IdemProbeFill(r, &tuple, buffer, snapshot, probe);
 		LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
 
 		if (visible)
@@ -249,58 +377,79 @@ IdemProbeKey(IdemStore *store, int32 nsid, const bytea *key,
 	index_endscan(scan);
 }
 
-/*
- * Look for (ns, key) where the claim cache says it was.  Returns true and
- * fills probe if a candidate TID holds a visible tuple with exactly this
- * key and namespace; false means "ask the index".
- */
+/* Does tid in r hold a visible tuple of exactly (nsid, key)?  Fills probe */
 static bool
+IdemProbeTid(IdemStoreRel *r, int32 nsid, const bytea *key, ItemPointer tid,
+			 Snapshot snapshot, IdemProbe *probe)
+{
+	HeapTupleData tuple;
+	ItemPointerData htid = *tid;
+	bool		all_dead;
+	bool		match = false;
+	Buffer		buffer;
+
+	if (!IdemClaimCacheBlockExists(r->heap, ItemPointerGetBlockNumber(&htid)))
+		return false;
+	buffer = ReadBuffer(r->heap, ItemPointerGetBlockNumber(&htid));
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	if (heap_hot_search_buffer(&htid, r->heap, buffer, snapshot,
+							   &tuple, &all_dead, true))
+	{
+		TupleDesc	desc = RelationGetDescr(r->heap);
+		bool		isnull;
+		Datum		d;
+
+		d = heap_getattr(&tuple, r->layout->att_ns, desc, &isnull);
+		if (!isnull && DatumGetInt32(d) == nsid)
+		{
+			bytea	   *stored;
+
+			d = heap_getattr(&tuple, r->layout->att_key, desc, &isnull);
+			stored = (bytea *) DatumGetPointer(d);
+			match = !isnull &&
+				VARSIZE_ANY_EXHDR(stored) == VARSIZE_ANY_EXHDR(key) &&
+				memcmp(VARDATA_ANY(stored), VARDATA_ANY(key),
+					   VARSIZE_ANY_EXHDR(key)) == 0;
+		}
+		if (match)
+			IdemProbeFill(r, &tuple, buffer, snapshot, probe);
+	}
+	UnlockReleaseBuffer(buffer);
+	return match;
+}
+
+/*
+ * Look for (ns, key) where the claim cache says it was.  Returns the
+ * relation where a candidate TID holds a visible tuple with exactly this
+ * key and namespace, and fills probe; NULL means "ask the indexes".
+ */
+static IdemStoreRel *
 IdemProbeCached(IdemStore *store, int32 nsid, const bytea *key, uint64 hash,
 				Snapshot snapshot, IdemProbe *probe)
 {
 	ItemPointerData tids[IDEM_CACHE_MAX_CANDIDATES];
-	int			ntids = IdemClaimCacheLookup(hash, tids);
+	uint8		tags[IDEM_CACHE_MAX_CANDIDATES];
+	int			ntids = IdemClaimCacheLookup(hash, tids, tags);
 	int			i;
+	int			j;
 
 	for (i = 0; i < ntids; i++)
 	{
-		HeapTupleData tuple;
-		ItemPointerData htid = tids[i];
-		bool		all_dead;
-		bool		match = false;
-		Buffer		buffer;
-
-		if (!IdemClaimCacheBlockExists(store->heap, ItemPointerGetBlockNumber(&htid)))
-			continue;
-		buffer = ReadBuffer(store->heap, ItemPointerGetBlockNumber(&htid));
-		LockBuffer(buffer, BUFFER_LOCK_SHARE);
-		if (heap_hot_search_buffer(&htid, store->heap, buffer, snapshot,
-								   &tuple, &all_dead, true))
+		if (tags[i] == IdemStoreRelTag(&store->root) &&
+			IdemProbeTid(&store->root, nsid, key, &tids[i], snapshot, probe))
+			return &store->root;
+		for (j = 0; j < store->nrels; j++)
 		{
-			TupleDesc	desc = RelationGetDescr(store->heap);
-			bool		isnull;
-			Datum		d;
+			IdemStoreRel *r = &store->rels[j];
 
-			d = heap_getattr(&tuple, store->layout->att_ns, desc, &isnull);
-			if (!isnull && DatumGetInt32(d) == nsid)
-			{
-				bytea	   *stored;
-
-				d = heap_getattr(&tuple, store->layout->att_key, desc, &isnull);
-				stored = (bytea *) DatumGetPointer(d);
-				match = !isnull &&
-					VARSIZE_ANY_EXHDR(stored) == VARSIZE_ANY_EXHDR(key) &&
-					memcmp(VARDATA_ANY(stored), VARDATA_ANY(key),
-						   VARSIZE_ANY_EXHDR(key)) == 0;
-			}
-			if (match)
-				IdemProbeFill(store, &tuple, buffer, snapshot, probe);
+			if (tags[i] != IdemStoreRelTag(r) ||
+				!IdemStoreRelOpen(store, r, AccessShareLock))
+				continue;
+			if (IdemProbeTid(r, nsid, key, &tids[i], snapshot, probe))
+				return r;
 		}
-		UnlockReleaseBuffer(buffer);
-		if (match)
-			return true;
 	}
-	return false;
+	return NULL;
 }
 
 /* Is the claim a probe found past its namespace's TTL? */
@@ -322,27 +471,147 @@ IdemReportUnseen(IdemRowSeek *seek pg_attribute_unused())
 }
 
 /*
- * Insert a new claim speculatively.  Returns false if a concurrent
- * transaction inserted the same key meanwhile, in which case our tuple has
- * been super-deleted and the caller must probe again.
+ * Might relation r, other than the one a claim of ns goes to, hold a live
+ * claim of the key?  The claims table always might.  A sealed generation
+ * answers through its namespaces, their expiry and its filter; an open or
+ * closed one through the namespaces announced in it.
+ */
+static bool
+IdemStoreRelMayHold(IdemStore *store, IdemStoreRel *r, IdemNamespace *ns,
+					uint64 fhash)
+{
+	IdemGeneration *g = r->gen;
+
+	if (g == NULL)
+		return true;
+	if (r->opened && r->gone)
+		return false;
+	if (g->state == IDEM_GEN_SEALED)
+		return IdemGenSealedMayHold(g, ns, store->now, fhash);
+	return IdemGenMayHoldNamespace(g->slot, g->id, ns->id);
+}
+
+/*
+ * Look for a live claim of the probe's key in every relation but its
+ * target, as a unique check across them would.  With pending, our own
+ * speculative insertion into the target is in place, and the wait follows
+ * check_exclusion_or_unique_constraint's livelock-preventing rule: of two
+ * speculative inserters that see each other, the one with the older xid
+ * waits for the other's speculative insertion to end, while the other
+ * withdraws (the caller super-deletes) and waits for the first before
+ * starting over.  Without pending, an in-flight claimer is simply waited
+ * for.  A committed live claim, or one of our own, fills probe.
+ */
+static IdemElsewhere
+IdemCheckElsewhere(IdemProbe *probe, bool pending)
+{
+	IdemStore  *store = probe->store;
+	IdemStoreRel *target = probe->rel;
+	int			n = store->nrels + 1;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		IdemStoreRel *r = i == 0 ? &store->root : &store->rels[i - 1];
+
+		if (r == target || !IdemStoreRelMayHold(store, r, probe->ns, probe->fhash))
+			continue;
+		if (!IdemStoreRelOpen(store, r, AccessShareLock))
+			continue;
+		for (;;)
+		{
+			CHECK_FOR_INTERRUPTS();
+			IdemProbeKey(r, probe->ns->id, probe->key, &probe->dirty, probe);
+			if (!probe->found)
+				break;
+			if (TransactionIdIsValid(probe->seek.xwait))
+			{
+				if (probe->seek.nowait)
+				{
+					probe->wait_xid = InvalidTransactionId;
+					return IDEM_ELSEWHERE_RETRY;
+				}
+				if (pending &&
+					!(probe->seek.spec_token != 0 &&
+					  TransactionIdPrecedes(GetCurrentTransactionId(), probe->seek.xwait)))
+				{
+					probe->wait_xid = probe->seek.xwait;
+					probe->wait_token = probe->seek.spec_token;
+					probe->wait_rel = r;
+					probe->wait_tid = probe->seek.tid;
+					return IDEM_ELSEWHERE_RETRY;
+				}
+				probe->seek.waits++;
+				if (probe->seek.spec_token != 0)
+					IdemSpecTokenWait(probe->seek.xwait, probe->seek.spec_token);
+				else
+					XactLockTableWait(probe->seek.xwait, r->heap, &probe->seek.tid,
+									  XLTW_InsertIndex);
+				continue;
+			}
+			if (probe->seek.unseen)
+				return IDEM_ELSEWHERE_UNSEEN;
+			if (probe->seek.ours || !IdemProbeExpired(store, probe->ns, probe))
+			{
+				probe->found_in = r;
+				return IDEM_ELSEWHERE_DUP;
+			}
+			break;				/* expired: absent; it goes with its relation */
+		}
+	}
+	return IDEM_ELSEWHERE_NONE;
+}
+
+/* Wait for the claimer in another relation that made us withdraw */
+static void
+IdemWaitElsewhere(IdemProbe *probe)
+{
+	if (!TransactionIdIsValid(probe->wait_xid))
+		return;
+	probe->seek.waits++;
+	if (probe->wait_token != 0)
+		IdemSpecTokenWait(probe->wait_xid, probe->wait_token);
+	else
+		XactLockTableWait(probe->wait_xid, probe->wait_rel->heap, &probe->wait_tid,
+						  XLTW_InsertIndex);
+	probe->wait_xid = InvalidTransactionId;
+}
+
+/*
+ * Insert a new claim speculatively into the probe's target.  Returns false
+ * if a concurrent transaction inserted the same key into the target
+ * meanwhile, in which case our tuple has been super-deleted and the caller
+ * must probe again.  Returns true if the claim is settled: inserted, or,
+ * with probe->elsewhere set, withdrawn because of a claim in another
+ * relation.
  *
  * As INSERT ... ON CONFLICT DO NOTHING does: constraints are checked
  * first, then the heap tuple is inserted under a speculative token, and
  * ExecInsertIndexTuples inserts into every index that is ready for
- * inserts, every unique one checking with UNIQUE_CHECK_PARTIAL.
+ * inserts, every unique one checking with UNIQUE_CHECK_PARTIAL.  Then,
+ * with the tuple still speculative, the other relations are checked
+ * (IdemCheckElsewhere), as an exclusion constraint rechecks after its
+ * insertion; a generation is announced before the insertion, so that a
+ * claimer of the same key in another one sees us.
  */
 static bool
-IdemInsertSpeculative(IdemStore *store, IdemNamespace *ns, const bytea *key,
-					  const IdemClaimRow *row, ItemPointer tid)
+IdemInsertSpeculative(IdemProbe *probe)
 {
-	IdemClaimRel *cr = store->layout;
+	IdemStore  *store = probe->store;
+	IdemStoreRel *r = probe->rel;
+	IdemNamespace *ns = probe->ns;
+	const bytea *key = probe->key;
+	const IdemClaimRow *row = &probe->row;
+	IdemClaimRel *cr = r->layout;
 	TupleTableSlot *slot = cr->slot;
 	HeapTuple	tuple;
 	TransactionId xid;
 	uint32		token;
 	bool		conflict = false;
+	IdemElsewhere els = IDEM_ELSEWHERE_NONE;
 	List	   *recheck;
 
+	probe->elsewhere = IDEM_ELSEWHERE_NONE;
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, sizeof(bool) * cr->natts);
 	slot->tts_values[cr->att_claimed_at - 1] = TimestampTzGetDatum(row->claimed_at);
@@ -360,14 +629,22 @@ IdemInsertSpeculative(IdemStore *store, IdemNamespace *ns, const bytea *key,
 	if (cr->constraints)
 		ExecConstraints(cr->rri, slot, cr->estate);
 
-	tuple = heap_form_tuple(RelationGetDescr(store->heap), slot->tts_values,
+	tuple = heap_form_tuple(RelationGetDescr(r->heap), slot->tts_values,
 							slot->tts_isnull);
-	IdemStoreOpenIndexes(store);
+	IdemStoreOpenIndexes(r);
+	if (r->gen != NULL)
+		IdemGenAnnounce(r->gen->slot, r->gen->id, ns->id);
+	if (store->bistate != NULL && store->bistate_relid != RelationGetRelid(r->heap))
+	{
+		FreeBulkInsertState(store->bistate);
+		store->bistate = GetBulkInsertState();
+		store->bistate_relid = RelationGetRelid(r->heap);
+	}
 
 	xid = GetCurrentTransactionId();
 	token = IdemSpecTokenAcquire(xid);
 	HeapTupleHeaderSetSpeculativeToken(tuple->t_data, token);
-	heap_insert(store->heap, tuple, GetCurrentCommandId(true),
+	heap_insert(r->heap, tuple, GetCurrentCommandId(true),
 				HEAP_INSERT_SPECULATIVE, store->bistate);
 	slot->tts_tid = tuple->t_self;
 
@@ -384,8 +661,8 @@ IdemInsertSpeculative(IdemStore *store, IdemNamespace *ns, const bytea *key,
 
 		ivalues[cr->probe_key_col - 1] = PointerGetDatum(key);
 		ivalues[2 - cr->probe_key_col] = Int32GetDatum(ns->id);
-		conflict = !index_insert(store->indexes[0], ivalues, inulls,
-								 &tuple->t_self, store->heap, UNIQUE_CHECK_PARTIAL,
+		conflict = !index_insert(r->indexes[0], ivalues, inulls,
+								 &tuple->t_self, r->heap, UNIQUE_CHECK_PARTIAL,
 #if PG_VERSION_NUM >= 140000
 								 false,
 #endif
@@ -393,20 +670,31 @@ IdemInsertSpeculative(IdemStore *store, IdemNamespace *ns, const bytea *key,
 	}
 	else
 	{
-		cr->rri->ri_IndexRelationDescs = store->indexes;
+		cr->rri->ri_IndexRelationDescs = r->indexes;
 		recheck = IdemExecInsertIndexTuples(cr->rri, slot, cr->estate, &conflict);
 		list_free(recheck);
 		ResetPerTupleExprContext(cr->estate);
 	}
 
 	if (!conflict)
-		heap_finish_speculative(store->heap, &tuple->t_self);
+		els = IdemCheckElsewhere(probe, true);
+
+	if (!conflict && els == IDEM_ELSEWHERE_NONE)
+		heap_finish_speculative(r->heap, &tuple->t_self);
 	else
-		heap_abort_speculative(store->heap, &tuple->t_self);
+		heap_abort_speculative(r->heap, &tuple->t_self);
 	IdemSpecTokenRelease(xid, token);
-	*tid = tuple->t_self;
+	probe->inserted = tuple->t_self;
+	probe->inserted_in = r;
 	heap_freetuple(tuple);
-	return !conflict;
+	if (conflict)
+		return false;
+	if (els == IDEM_ELSEWHERE_UNSEEN)
+		IdemReportUnseen(&probe->seek);
+	probe->elsewhere = els;
+	if (els == IDEM_ELSEWHERE_RETRY)
+		IdemWaitElsewhere(probe);
+	return true;
 }
 
 /* Raise the fingerprint-mismatch error for a duplicate claim */
@@ -487,14 +775,24 @@ IdemProbeInit(IdemProbe *probe, IdemStore *store, IdemNamespace *ns,
 			  const bytea *key, XLTW_Oper oper)
 {
 	memset(probe, 0, sizeof(*probe));
-	probe->seek.heap = store->heap;
 	probe->seek.oper = oper;
 	probe->seek.probe = IdemProbeNext;
 	probe->seek.conflict = IdemReportUnseen;
 	probe->store = store;
+	probe->rel = &store->root;
+	probe->seek.heap = store->root.heap;
 	probe->ns = ns;
 	probe->key = key;
+	probe->fhash = IdemFilterHash(ns->id, key);
 	InitDirtySnapshot(probe->dirty);
+}
+
+/* Point the probe's seek at relation r */
+static inline void
+IdemProbeAt(IdemProbe *probe, IdemStoreRel *r)
+{
+	probe->rel = r;
+	probe->seek.heap = r->heap;
 }
 
 /* The seek's probe: what the claim cache found first, then the index */
@@ -506,7 +804,7 @@ IdemProbeNext(IdemRowSeek *seek)
 	if (probe->cached)
 		probe->cached = false;
 	else
-		IdemProbeKey(probe->store, probe->ns->id, probe->key, &probe->dirty, probe);
+		IdemProbeKey(probe->rel, probe->ns->id, probe->key, &probe->dirty, probe);
 	return probe->found;
 }
 
@@ -521,14 +819,11 @@ IdemClaimDecide(IdemRowSeek *seek)
 	return IDEM_ROW_KEEP;		/* a live claim: a duplicate */
 }
 
-/* A claim of an absent key inserts it */
+/* A claim of a key absent from its target inserts it */
 static bool
 IdemClaimAbsent(IdemRowSeek *seek)
 {
-	IdemProbe  *probe = (IdemProbe *) seek;
-
-	return IdemInsertSpeculative(probe->store, probe->ns, probe->key,
-								 &probe->row, &probe->inserted);
+	return IdemInsertSpeculative((IdemProbe *) seek);
 }
 
 /*
@@ -544,7 +839,7 @@ IdemReleaseVanished(IdemRowSeek *seek)
 	SnapshotData snap = *GetTransactionSnapshot();
 
 	snap.curcid = InvalidCommandId;
-	IdemProbeKey(probe->store, probe->ns->id, probe->key, &snap, probe);
+	IdemProbeKey(probe->rel, probe->ns->id, probe->key, &snap, probe);
 	return probe->found && !IdemProbeExpired(probe->store, probe->ns, probe);
 }
 
@@ -553,6 +848,44 @@ static IdemRowAction
 IdemReleaseDecide(IdemRowSeek *seek pg_attribute_unused())
 {
 	return IDEM_ROW_DELETE;
+}
+
+/*
+ * Choose the relation a claim of ns goes to: the open generation of its
+ * TTL class, or the claims table if the class has none.  After locking a
+ * generation, the map is read again: if a switch committed meanwhile, the
+ * lock's invalidations have replaced it, and we choose again.  So nobody
+ * inserts into a generation after the seal took its SHARE lock.
+ */
+static IdemStoreRel *
+IdemStoreTarget(IdemStore *store, IdemNamespace *ns)
+{
+	for (;;)
+	{
+		IdemGeneration *g = IdemGenTarget(store->map, ns);
+		IdemStoreRel *r;
+
+		if (g == NULL)
+			return &store->root;
+		r = &store->rels[g - store->map->gens];
+		if (IdemStoreRelOpen(store, r, RowExclusiveLock) &&
+			IdemGenMapGet() == store->map)
+			return r;
+		IdemStoreLoadMap(store);
+	}
+}
+
+/* The outcome of a duplicate: the cache, the fingerprint check, the stats */
+static IdemClaimOutcome
+IdemClaimDuplicate(IdemProbe *probe, IdemStoreRel *r, bool check_fp)
+{
+	IdemNamespace *ns = probe->ns;
+
+	IdemClaimCacheRemember(probe->hash, &probe->seek.tid, IdemStoreRelTag(r));
+	if (check_fp && probe->row.has_fp && probe->has_fp && probe->fp != probe->row.fp)
+		IdemReportFingerprintMismatch(ns, probe->key);
+	IdemStatsCount(ns->stats, IDEM_STAT_DUPLICATES);
+	return IDEM_CLAIM_DUPLICATE;
 }
 
 /*
@@ -568,10 +901,14 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 				  const IdemClaimRow *row, bool check_fp, bool nowait)
 {
 	IdemProbe	probe;
+	IdemStoreRel *target;
+	IdemStoreRel *hit;
 	bool		cache_miss;
 	IdemRowResult result;
 
+	target = IdemStoreTarget(store, ns);
 	IdemProbeInit(&probe, store, ns, key, XLTW_InsertIndex);
+	IdemProbeAt(&probe, target);
 	probe.row = *row;
 	probe.seek.nowait = nowait;
 	probe.seek.decide = IdemClaimDecide;
@@ -579,23 +916,83 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 	probe.hash = IdemClaimCacheHash(store->heap, ns->id, key);
 
 	/* Shortcut for duplicates: where the claim was last seen */
-	probe.cached = IdemProbeCached(store, ns->id, key, probe.hash,
-								   &probe.dirty, &probe);
+	hit = IdemProbeCached(store, ns->id, key, probe.hash, &probe.dirty, &probe);
+	if (hit != NULL && hit != target)
+	{
+		/* in another relation: settled if committed (or ours) and live */
+		if (!TransactionIdIsValid(probe.seek.xwait) && !probe.seek.unseen &&
+			(probe.seek.ours || !IdemProbeExpired(store, ns, &probe)))
+			return IdemClaimDuplicate(&probe, hit, check_fp);
+		hit = NULL;
+	}
+	probe.cached = (hit != NULL);
 	cache_miss = !probe.cached;
 
 	/* Shortcut for new ids: let the index insertion check uniqueness */
 	if (cache_miss && IdemMissInsertFirst(ns->id))
 	{
-		bool		inserted = IdemClaimAbsent(&probe.seek);
+		bool		settled = IdemInsertSpeculative(&probe);
 
-		IdemMissRecord(ns->id, !inserted);
-		if (inserted)
+		if (settled && probe.elsewhere == IDEM_ELSEWHERE_NONE)
+		{
+			IdemMissRecord(ns->id, false);
 			goto claimed;
+		}
+		if (settled && probe.elsewhere == IDEM_ELSEWHERE_DUP)
+		{
+			IdemMissRecord(ns->id, true);
+			return IdemClaimDuplicate(&probe, probe.found_in, check_fp);
+		}
+		IdemMissRecord(ns->id, true);
 		cache_miss = false;		/* recorded */
 	}
 
-	result = IdemRowSeekRun(&probe.seek);
-	IdemStatsAdd(ns->stats, IDEM_STAT_WAITS, probe.seek.waits);
+	for (;;)
+	{
+		IdemElsewhere els;
+
+		probe.elsewhere = IDEM_ELSEWHERE_NONE;
+		/* Another relation may hold it: look there first, waiting as needed */
+		if (!probe.cached)
+		{
+			els = IdemCheckElsewhere(&probe, false);
+			if (els == IDEM_ELSEWHERE_UNSEEN)
+				IdemReportUnseen(&probe.seek);
+			if (els == IDEM_ELSEWHERE_RETRY)
+			{
+				IdemStatsCount(ns->stats, IDEM_STAT_BUSY);
+				return IDEM_CLAIM_BUSY; /* only with nowait */
+			}
+			if (els == IDEM_ELSEWHERE_DUP)
+			{
+				if (cache_miss)
+					IdemMissRecord(ns->id, true);
+				IdemStatsAdd(ns->stats, IDEM_STAT_WAITS, probe.seek.waits);
+				return IdemClaimDuplicate(&probe, probe.found_in, check_fp);
+			}
+		}
+
+		result = IdemRowSeekRun(&probe.seek);
+		IdemStatsAdd(ns->stats, IDEM_STAT_WAITS, probe.seek.waits);
+		if ((result == IDEM_ROW_ABSENT || result == IDEM_ROW_DELETED) &&
+			probe.elsewhere != IDEM_ELSEWHERE_NONE)
+		{
+			if (probe.elsewhere == IDEM_ELSEWHERE_DUP)
+			{
+				if (cache_miss)
+					IdemMissRecord(ns->id, true);
+				return IdemClaimDuplicate(&probe, probe.found_in, check_fp);
+			}
+			if (nowait)
+			{
+				IdemStatsCount(ns->stats, IDEM_STAT_BUSY);
+				return IDEM_CLAIM_BUSY;
+			}
+			probe.cached = false;
+			continue;			/* waited for a claimer elsewhere: again */
+		}
+		break;
+	}
 	switch (result)
 	{
 		case IDEM_ROW_BUSY:
@@ -604,11 +1001,7 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 		case IDEM_ROW_KEPT:
 			if (cache_miss)
 				IdemMissRecord(ns->id, true);
-			IdemClaimCacheRemember(probe.hash, &probe.seek.tid);
-			if (check_fp && row->has_fp && probe.has_fp && probe.fp != row->fp)
-				IdemReportFingerprintMismatch(ns, key);
-			IdemStatsCount(ns->stats, IDEM_STAT_DUPLICATES);
-			return IDEM_CLAIM_DUPLICATE;
+			return IdemClaimDuplicate(&probe, target, check_fp);
 		case IDEM_ROW_DELETED:
 			IdemStatsCount(ns->stats, IDEM_STAT_TAKEOVERS);
 			break;
@@ -622,7 +1015,7 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 		IdemMissRecord(ns->id, false);
 
 claimed:
-	IdemClaimCacheRemember(probe.hash, &probe.inserted);
+	IdemClaimCacheRemember(probe.hash, &probe.inserted, IdemStoreRelTag(target));
 	IdemStatsCount(ns->stats, IDEM_STAT_CLAIMS);
 	return IDEM_CLAIM_NEW;
 }
@@ -656,6 +1049,20 @@ IdemStoreImport(IdemStore *store, IdemNamespace *ns, const bytea *key,
 }
 
 /*
+ * Might relation r hold a live claim of (ns, key), for a reader?  As for a
+ * claim's other relations, but every open generation is read: nothing
+ * makes a reader's answer depend on an announcement.
+ */
+static bool
+IdemStoreRelMayHoldRead(IdemStore *store, IdemStoreRel *r, IdemNamespace *ns,
+						uint64 fhash)
+{
+	if (r->gen == NULL || r->gen->state != IDEM_GEN_SEALED)
+		return !(r->opened && r->gone);
+	return IdemStoreRelMayHold(store, r, ns, fhash);
+}
+
+/*
  * Does a live claim exist for (ns, key)?  Reads as a SELECT in this
  * transaction would, and also sees everything this transaction did itself,
  * including claims made earlier in the same statement.  Never waits.
@@ -665,41 +1072,68 @@ IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns, const bytea *key)
 {
 	SnapshotData snap;
 	IdemProbe	probe;
+	uint64		fhash = IdemFilterHash(ns->id, key);
+	int			i;
 
 	snap = ActiveSnapshotSet() ? *GetActiveSnapshot() : *GetTransactionSnapshot();
 	snap.curcid = InvalidCommandId; /* see all of our own changes */
 	probe.found = false;
-	if (!IdemProbeCached(store, ns->id, key,
-						 IdemClaimCacheHash(store->heap, ns->id, key),
-						 &snap, &probe))
-		IdemProbeKey(store, ns->id, key, &snap, &probe);
-	return probe.found && !IdemProbeExpired(store, ns, &probe);
+	if (IdemProbeCached(store, ns->id, key,
+						IdemClaimCacheHash(store->heap, ns->id, key),
+						&snap, &probe) != NULL &&
+		!IdemProbeExpired(store, ns, &probe))
+		return true;
+	for (i = 0; i <= store->nrels; i++)
+	{
+		IdemStoreRel *r = i == 0 ? &store->root : &store->rels[i - 1];
+
+		if (!IdemStoreRelMayHoldRead(store, r, ns, fhash) ||
+			!IdemStoreRelOpen(store, r, AccessShareLock))
+			continue;
+		IdemProbeKey(r, ns->id, key, &snap, &probe);
+		if (probe.found && !IdemProbeExpired(store, ns, &probe))
+			return true;
+	}
+	return false;
 }
 
 /*
- * Remove the claim on (ns, key).  Waits for an in-flight claimer, as a
- * claim would.  Returns true if a live claim was removed; an expired claim
- * is removed too, but counts as absent.
+ * Remove the claim on (ns, key), from every relation that holds one.
+ * Waits for an in-flight claimer, as a claim would.  Returns true if a
+ * live claim was removed; an expired claim is removed too, but counts as
+ * absent.
  */
 bool
 IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
 {
 	IdemProbe	probe;
-	IdemRowResult result;
+	bool		released = false;
+	uint64		fhash = IdemFilterHash(ns->id, key);
+	int			waits = 0;
+	int			i;
 
-	IdemProbeInit(&probe, store, ns, key, XLTW_Delete);
-	probe.seek.decide = IdemReleaseDecide;
-	probe.seek.vanished = IdemReleaseVanished;
-	result = IdemRowSeekRun(&probe.seek);
-	IdemStatsAdd(ns->stats, IDEM_STAT_WAITS, probe.seek.waits);
-	if (result != IDEM_ROW_DELETED)
-		return false;
-	if (probe.seek.ours || !IdemProbeExpired(store, ns, &probe))
+	for (i = 0; i <= store->nrels; i++)
 	{
-		IdemStatsCount(ns->stats, IDEM_STAT_RELEASES);
-		return true;
+		IdemStoreRel *r = i == 0 ? &store->root : &store->rels[i - 1];
+		IdemRowResult result;
+
+		if (!IdemStoreRelMayHoldRead(store, r, ns, fhash) ||
+			!IdemStoreRelOpen(store, r, RowExclusiveLock))
+			continue;
+		IdemProbeInit(&probe, store, ns, key, XLTW_Delete);
+		IdemProbeAt(&probe, r);
+		probe.seek.decide = IdemReleaseDecide;
+		probe.seek.vanished = IdemReleaseVanished;
+		result = IdemRowSeekRun(&probe.seek);
+		waits += probe.seek.waits;
+		if (result == IDEM_ROW_DELETED &&
+			(probe.seek.ours || !IdemProbeExpired(store, ns, &probe)))
+			released = true;
 	}
-	return false;
+	IdemStatsAdd(ns->stats, IDEM_STAT_WAITS, waits);
+	if (released)
+		IdemStatsCount(ns->stats, IDEM_STAT_RELEASES);
+	return released;
 }
 
 #if PG_VERSION_NUM >= 140000

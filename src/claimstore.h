@@ -36,11 +36,18 @@ typedef struct IdemClaimRow
 	int64		fp;				/* the fingerprint's hash */
 } IdemClaimRow;
 
-/* The claims relations, open for one operation */
-typedef struct IdemStore
+/*
+ * One relation claims live in, open for one operation: idempotency.claims
+ * itself, or a generation (generation.c)
+ */
+typedef struct IdemStoreRel
 {
-	IdemCatalog catalog;		/* OIDs of the internal relations */
-	Relation	heap;			/* idempotency.claims */
+	struct IdemGeneration *gen; /* NULL for idempotency.claims */
+	int32		gen_id;			/* 0 for idempotency.claims */
+	bool		opened;			/* tried to open it */
+	bool		gone;			/* dropped since the map was read */
+	LOCKMODE	locked;			/* the lock we took on it */
+	Relation	heap;
 	IdemClaimRel *layout;		/* what the direct path knows of it */
 	Relation   *indexes;		/* its indexes, in layout order, each NULL
 								 * until first needed */
@@ -48,8 +55,22 @@ typedef struct IdemStore
 															 * usual few, to
 															 * spare a palloc */
 	bool		all_indexes;	/* all of them are open */
+} IdemStoreRel;
+
+/* The claims relations, open for one operation */
+typedef struct IdemStore
+{
+	IdemCatalog catalog;		/* OIDs of the internal relations */
+	IdemClaimOp op;
+	Relation	heap;			/* idempotency.claims */
+	IdemClaimRel *layout;		/* what the direct path knows of it */
+	IdemStoreRel root;			/* idempotency.claims, as a store relation */
+	struct IdemGenMap *map;		/* the generations, or NULL (the purge) */
+	int			nrels;			/* generations: parallel to map->gens */
+	IdemStoreRel *rels;
 	LOCKMODE	lockmode;
 	BulkInsertState bistate;	/* for batches, else NULL */
+	Oid			bistate_relid;	/* the relation bistate serves */
 	TimestampTz now;			/* the transaction's now() */
 } IdemStore;
 

@@ -18,6 +18,7 @@
 #include "claimcache.h"
 #include "claimrel.h"
 #include "inval.h"
+#include "generation.h"
 #include "idempotency.h"
 #include "spectoken.h"
 
@@ -40,6 +41,7 @@ _PG_init(void)
 	IdemShmemInit();
 	IdemCitusInit();
 	IdemPurgeInit();
+	IdemGenerationInit();
 	IdemWorkerInit();
 
 #if PG_VERSION_NUM >= 150000

@@ -69,6 +69,7 @@
 #include "catalog.h"
 #include "ownerspi.h"
 #include "claimstore.h"
+#include "generation.h"
 #include "idempotency.h"
 #include "namespace.h"
 #include "purge.h"
@@ -773,6 +774,44 @@ IdemPurgeResumePoints(List *targets)
 }
 
 /*
+ * The generations' step of a worker round, in a transaction of its own:
+ * open, switch, seal and drop generations (generation.c).  Adds the claims
+ * of dropped generations to *total; a failure is logged and counted.
+ */
+static void
+IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
+					 int *errors)
+{
+	IdemGenMaintenance done;
+
+	memset(&done, 0, sizeof(done));
+	IdemPurgeXactStart(deadline, 0);
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		IdemGenMaintain(false, &done);
+		IdemPurgeXactCommit();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = IdemPurgeXactFailed(cxt);
+
+		ereport(LOG,
+				(errmsg("idempotency could not maintain the claim generations: %s", edata->message)));
+		(*errors)++;
+		memset(&done, 0, sizeof(done));
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	*total += done.claims_dropped;
+	if (idem_log_purge && (done.opened || done.sealed || done.dropped || done.skipped))
+		ereport(LOG,
+				(errmsg("idempotency generations: %d opened, %d sealed, %d dropped with %lld claims, %d steps left for later",
+						done.opened, done.sealed, done.dropped,
+						(long long) done.claims_dropped, done.skipped)));
+}
+
+/*
  * One purge round in the current database, run by the per-database
  * background worker: every target in batches, the claims followed by their
  * VACUUM if any were deleted, all within idempotency.purge_max_runtime:
@@ -832,6 +871,8 @@ IdemPurgeDatabaseRound(void)
 		MemoryContextDelete(cxt);
 		return;
 	}
+
+	IdemPurgeGenerations(deadline, cxt, &total, &errors);
 
 	foreach(lc, targets)
 	{
@@ -928,6 +969,41 @@ idem_purge(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("max_rows must not be negative")));
 	PreventCommandIfReadOnly("idem_purge()");
+
+	/* generations first: dropping one reclaims its claims without a scan */
+	{
+		MemoryContext oldcxt = CurrentMemoryContext;
+		ResourceOwner oldowner = CurrentResourceOwner;
+		IdemGenMaintenance done;
+
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(oldcxt);
+		PG_TRY();
+		{
+			IdemGenMaintain(false, &done);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+			total += done.claims_dropped;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(oldcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(oldcxt);
+			CurrentResourceOwner = oldowner;
+			if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+				ReThrowError(edata);
+			ereport(WARNING,
+					(errcode(edata->sqlerrcode),
+					 errmsg("could not maintain the claim generations: %s", edata->message)));
+		}
+		PG_END_TRY();
+	}
 
 	targets = IdemPurgeTargets();
 	foreach(lc, targets)

@@ -14,6 +14,7 @@
 #include "storage/shmem.h"
 
 #include "claimcache.h"
+#include "genfilter.h"
 #include "idempotency.h"
 #include "spectoken.h"
 #include "shmem.h"
@@ -35,6 +36,7 @@ IdemShmemSize(void)
 	size = add_size(size, IdemStatsShmemSize());
 	size = add_size(size, IdemClaimCacheShmemSize());
 	size = add_size(size, IdemSpecTokenShmemSize());
+	size = add_size(size, IdemGenFilterShmemSize());
 	return size;
 }
 
@@ -67,6 +69,7 @@ IdemShmemStartup(void)
 	IdemStatsShmemInit();
 	IdemClaimCacheShmemInit();
 	IdemSpecTokenShmemInit();
+	IdemGenFilterShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -79,6 +82,7 @@ IdemShmemInit(void)
 
 	IdemStatsDefineGucs();
 	IdemClaimCacheDefineGucs();
+	IdemGenFilterDefineGucs();
 
 #if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;

@@ -1,0 +1,903 @@
+/*
+ * generation.c
+ *	  Claim generations: time slices of the claims, one chain per TTL class,
+ *	  dropped whole once every claim in them has expired.
+ *
+ * Deleting expired claims from one big table costs a heap scan per purge
+ * round and a VACUUM that dirties nearly every leaf page of the random-key
+ * index.  So claims of namespaces whose TTL is at least
+ * idempotency.generation_min_ttl live in generations instead: tables
+ * idempotency.claims_g<id> that inherit from idempotency.claims, so that
+ * every read of the claims (idem_claims, a SELECT, pg_dump) sees them all.
+ *
+ *	 - A TTL class is a power of two of seconds: class c holds namespaces
+ *	   with TTLs in [2^c, 2^(c+1)) seconds, so one chain never keeps
+ *	   another's claims alive for long.  Each class has at most one open
+ *	   generation, which takes its new claims.
+ *	 - The maintenance pass (the purge worker's round, idem_purge()) opens a
+ *	   new generation once the open one is older than the class's span,
+ *	   2^c / idempotency.generations_per_ttl seconds, and closes the old one.
+ *	 - It seals a closed generation once no claimer can still be inserting
+ *	   into it: it takes a SHARE lock on it without waiting (a claimer holds
+ *	   ROW EXCLUSIVE while it inserts, and checks after locking that its
+ *	   generation is still open), reads every tuple, and stores the
+ *	   namespaces it holds, the newest claimed_at of each, and a filter of
+ *	   its claims (genfilter.c) in idempotency.generations.
+ *	 - It drops a sealed generation once every namespace in it has passed
+ *	   its newest claim's expiry under the TTLs of now: a DROP TABLE, taken
+ *	   without waiting, in the same transaction as the row's deletion.  No
+ *	   DELETE, no VACUUM; the space goes back to the operating system.
+ *
+ * Every step is one transaction, so a crash leaves the previous state or
+ * the next.  Claims of shorter TTLs, claims made before a class has its
+ * first generation, and rows a user inserts into idempotency.claims itself
+ * stay in idempotency.claims, which the purge still deletes from.  How a
+ * claim stays unique across all of them is in claimstore.c.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_type_d.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "catalog.h"
+#include "generation.h"
+#include "genfilter.h"
+#include "idempotency.h"
+#include "inval.h"
+#include "namespace.h"
+#include "ownerspi.h"
+
+PG_FUNCTION_INFO_V1(idem_generation_switch);
+
+int			idem_generation_min_ttl = 3600;
+int			idem_generations_per_ttl = 4;
+
+static IdemGenCache idem_genmap_gen = IDEM_GEN_CACHE_INIT("idempotency generations");
+static IdemGenMap *idem_genmap = NULL;
+static uint64 idem_genmap_version = 0;
+static Oid	idem_genmap_table = InvalidOid;	/* idempotency.generations */
+
+/* Generations dropped by this transaction, whose slots go at commit */
+static List *idem_gen_dropped = NIL;
+
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/* Forget the map when idempotency.generations changes */
+static void
+IdemGenMapInvalidate(Oid relid)
+{
+	if (idem_genmap == NULL)
+		return;
+	if (relid == InvalidOid || relid == idem_genmap_table)
+	{
+		idem_genmap = NULL;
+		IdemGenCacheRetire(&idem_genmap_gen);
+	}
+}
+
+/* Free the shared slots of generations dropped by a committed transaction */
+static void
+IdemGenXactCallback(XactEvent event, void *arg pg_attribute_unused())
+{
+	ListCell   *lc;
+
+	if (idem_gen_dropped == NIL)
+		return;
+	if (event == XACT_EVENT_COMMIT)
+		foreach(lc, idem_gen_dropped)
+			IdemGenSlotFree(lfirst_int(lc));
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		list_free(idem_gen_dropped);
+		idem_gen_dropped = NIL;
+	}
+}
+
+/*
+ * DROP EXTENSION idempotency: drop the generations first.  They inherit
+ * from idempotency.claims but are not members of the extension (pg_dump
+ * must dump their rows), so they would otherwise block the drop.
+ */
+static void
+IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					  bool readOnlyTree, ProcessUtilityContext context,
+					  ParamListInfo params, QueryEnvironment *queryEnv,
+					  DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+
+	if (IsA(parsetree, DropStmt) &&
+		((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION)
+	{
+		ListCell   *lc;
+
+		foreach(lc, ((DropStmt *) parsetree)->objects)
+		{
+			Node	   *name = lfirst(lc);
+
+			if (IsA(name, String) && strcmp(strVal(name), "idempotency") == 0 &&
+				OidIsValid(get_extension_oid("idempotency", true)))
+			{
+				Oid			schema = get_namespace_oid(IDEM_SCHEMA_NAME, true);
+				Oid			claims = OidIsValid(schema) ?
+					get_relname_relid("claims", schema) : InvalidOid;
+
+				if (OidIsValid(claims))
+				{
+					List	   *children = find_inheritance_children(claims, AccessExclusiveLock);
+					ListCell   *c;
+
+					foreach(c, children)
+					{
+						char	   *rel = get_rel_name(lfirst_oid(c));
+
+						if (rel != NULL && strncmp(rel, "claims_g", 8) == 0 &&
+							get_rel_namespace(lfirst_oid(c)) == schema)
+						{
+							ObjectAddress obj;
+
+							obj.classId = RelationRelationId;
+							obj.objectId = lfirst_oid(c);
+							obj.objectSubId = 0;
+							performDeletion(&obj, DROP_CASCADE, PERFORM_DELETION_INTERNAL);
+						}
+					}
+					CommandCounterIncrement();
+				}
+			}
+		}
+	}
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+/* Define the GUCs and register the callbacks; called from _PG_init */
+void
+IdemGenerationInit(void)
+{
+	DefineCustomIntVariable("idempotency.generation_min_ttl",
+							"Shortest TTL whose claims live in generations.",
+							"Claims of namespaces with shorter TTLs stay in idempotency.claims and are purged by deletion.",
+							&idem_generation_min_ttl,
+							3600, 1, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.generations_per_ttl",
+							"Generations a TTL class opens per TTL.",
+							"More generations keep the store closer to its live claims, at the cost of more tables to look through.",
+							&idem_generations_per_ttl,
+							4, 1, 64,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	IdemInvalOnRelcache(IdemGenMapInvalidate);
+	RegisterXactCallback(IdemGenXactCallback, NULL);
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = IdemGenProcessUtility;
+}
+
+/* The name of a generation's table */
+static char *
+IdemGenRelName(int32 id)
+{
+	return psprintf("claims_g%d", id);
+}
+
+/* Read an int4[] or timestamptz[] column into a palloc'd C array */
+static int
+IdemGenArray(HeapTuple tuple, TupleDesc desc, int col, Oid elemtype, Datum **out)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+	int			n = 0;
+	bool	   *nulls;
+
+	*out = NULL;
+	if (isnull)
+		return 0;
+	if (elemtype == INT4OID)
+		deconstruct_array(DatumGetArrayTypeP(d), INT4OID, 4, true, TYPALIGN_INT,
+						  out, &nulls, &n);
+	else
+		deconstruct_array(DatumGetArrayTypeP(d), TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL,
+						  TYPALIGN_DOUBLE, out, &nulls, &n);
+	return n;
+}
+
+/* Collects rows of idempotency.generations into a map */
+typedef struct IdemGenCollect
+{
+	IdemGeneration *gens;
+	int			n;
+	int			max;
+	Oid			schema;
+} IdemGenCollect;
+
+/* One row of idempotency.generations: id, class, state, namespaces, last, filter? */
+static void
+IdemGenCollectRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemGenCollect *c = arg;
+	IdemGeneration *g;
+	bool		isnull;
+	char	   *state;
+	Datum	   *ns;
+	Datum	   *last;
+	int			n;
+	int			m;
+	int			i;
+
+	if (c->n == c->max)
+	{
+		c->max *= 2;
+		c->gens = repalloc(c->gens, sizeof(IdemGeneration) * c->max);
+	}
+	g = &c->gens[c->n++];
+	memset(g, 0, sizeof(*g));
+	g->id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
+	g->ttl_class = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
+	state = TextDatumGetCString(SPI_getbinval(tuple, desc, 3, &isnull));
+	g->state = strcmp(state, "open") == 0 ? IDEM_GEN_OPEN :
+		strcmp(state, "closed") == 0 ? IDEM_GEN_CLOSED : IDEM_GEN_SEALED;
+	n = IdemGenArray(tuple, desc, 4, INT4OID, &ns);
+	m = IdemGenArray(tuple, desc, 5, TIMESTAMPTZOID, &last);
+	g->nns = Min(n, m);
+	g->nsids = palloc(sizeof(int32) * Max(g->nns, 1));
+	g->last_claimed = palloc(sizeof(TimestampTz) * Max(g->nns, 1));
+	for (i = 0; i < g->nns; i++)
+	{
+		g->nsids[i] = DatumGetInt32(ns[i]);
+		g->last_claimed[i] = DatumGetTimestampTz(last[i]);
+	}
+	g->has_filter = DatumGetBool(SPI_getbinval(tuple, desc, 6, &isnull)) && !isnull;
+	g->relid = get_relname_relid(IdemGenRelName(g->id), c->schema);
+	g->slot = -1;
+}
+
+/* Read every generation, latest committed state, newest first */
+static IdemGeneration *
+IdemGenLoad(MemoryContext cxt, int *count)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	IdemGenCollect c;
+	IdemCatalog cat = IdemGetCatalog();
+
+	c.n = 0;
+	c.max = 8;
+	c.gens = palloc(sizeof(IdemGeneration) * c.max);
+	c.schema = cat.schema;
+	(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT id, ttl_class, state, namespaces, last_claimed, filter IS NOT NULL"
+						" FROM idempotency.generations ORDER BY id DESC",
+						0, NULL, NULL, NULL, IdemGenCollectRow, &c);
+	MemoryContextSwitchTo(old);
+	*count = c.n;
+	return c.gens;
+}
+
+/*
+ * The live generations, as last committed.  Valid until the end of the
+ * transaction even if replaced meanwhile; compare versions to notice.
+ */
+IdemGenMap *
+IdemGenMapGet(void)
+{
+	while (idem_genmap == NULL)
+	{
+		uint64		start = IdemInvalCounter();
+		MemoryContext cxt = IdemGenCacheContext(&idem_genmap_gen);
+		IdemGenMap *map;
+		int			i;
+
+		idem_genmap_table = get_relname_relid("generations", IdemGetCatalog().schema);
+		map = MemoryContextAllocZero(cxt, sizeof(IdemGenMap));
+		map->gens = IdemGenLoad(cxt, &map->ngens);
+		map->version = ++idem_genmap_version;
+		for (i = 0; i < map->ngens; i++)
+			if (map->gens[i].state != IDEM_GEN_SEALED)
+				map->gens[i].slot = IdemGenSlotFind(map->gens[i].id, true, false);
+		if (IdemInvalCounter() == start)
+			idem_genmap = map;
+		else
+			IdemGenCacheRetire(&idem_genmap_gen);	/* changed meanwhile */
+	}
+	return idem_genmap;
+}
+
+/* Seconds of a namespace's TTL, months counted as 30 days */
+static double
+IdemTtlSeconds(const Interval *ttl)
+{
+	return ttl->month * 30.0 * SECS_PER_DAY + ttl->day * (double) SECS_PER_DAY +
+		ttl->time / (double) USECS_PER_SEC;
+}
+
+/* The TTL class of a TTL: floor(log2(seconds)) */
+static int32
+IdemTtlClass(const Interval *ttl)
+{
+	double		secs = IdemTtlSeconds(ttl);
+	int32		c = 0;
+
+	while (c < 62 && secs >= 2.0)
+	{
+		secs /= 2.0;
+		c++;
+	}
+	return c;
+}
+
+/* The TTL class of a namespace's claims */
+int32
+IdemGenClassOf(const IdemNamespace *ns)
+{
+	return IdemTtlClass(&ns->ttl);
+}
+
+/* The open generation new claims of ns go to, or NULL for the claims table */
+IdemGeneration *
+IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns)
+{
+	int32		c = IdemGenClassOf(ns);
+	int			i;
+
+	for (i = 0; i < map->ngens; i++)
+		if (map->gens[i].state == IDEM_GEN_OPEN && map->gens[i].ttl_class == c &&
+			OidIsValid(map->gens[i].relid))
+			return &map->gens[i];
+	return NULL;
+}
+
+/* A stored filter, as read by IdemGenLoadFilter */
+typedef struct IdemStoredFilter
+{
+	bytea	   *bits;
+	int			nhashes;
+} IdemStoredFilter;
+
+/* Copy the filter row out of SPI */
+static void
+IdemGenFilterRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemStoredFilter *f = arg;
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
+
+	if (isnull)
+		return;
+	f->bits = DatumGetByteaPCopy(d);
+	f->nhashes = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
+	if (isnull)
+		f->bits = NULL;
+}
+
+/* Load a sealed generation's filter into shared memory; false if it cannot */
+static bool
+IdemGenLoadFilter(IdemGeneration *gen)
+{
+	Datum		arg = Int32GetDatum(gen->id);
+	Oid			argtype = INT4OID;
+	bool		loaded = false;
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "idempotency filter load",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	IdemStoredFilter f = {NULL, 0};
+
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT filter, filter_hashes FROM idempotency.generations WHERE id = $1",
+						1, &argtype, &arg, NULL, IdemGenFilterRow, &f);
+	if (f.bits != NULL)
+		loaded = IdemGenFilterLoad(gen->slot, gen->id, VARDATA_ANY(f.bits),
+								   VARSIZE_ANY_EXHDR(f.bits), f.nhashes);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+	return loaded;
+}
+
+/* bsearch comparator of namespace ids */
+static int
+IdemInt32Cmp(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Might sealed generation gen hold a live claim of ns whose filter hash is
+ * fhash?  No if ns is not among its namespaces, if every claim of ns in it
+ * has expired, or if its filter says so.  Loads the filter on first use.
+ */
+bool
+IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,
+					 TimestampTz now, uint64 fhash)
+{
+	int32	   *found;
+	int			t;
+
+	Assert(gen->state == IDEM_GEN_SEALED);
+	found = bsearch(&ns->id, gen->nsids, gen->nns, sizeof(int32), IdemInt32Cmp);
+	if (found == NULL)
+		return false;
+	if (IdemNamespaceExpiry(ns, gen->last_claimed[found - gen->nsids]) < now)
+		return false;			/* all of ns's claims in it have expired */
+	if (!gen->has_filter || gen->filter_failed)
+		return true;
+	if (gen->slot < 0)
+		gen->slot = IdemGenSlotFind(gen->id, true, false);
+	t = IdemGenFilterTest(gen->slot, gen->id, fhash);
+	if (t < 0)
+	{
+		if (gen->slot < 0 || !IdemGenLoadFilter(gen))
+		{
+			gen->filter_failed = true;
+			return true;
+		}
+		t = IdemGenFilterTest(gen->slot, gen->id, fhash);
+	}
+	return t != 0;
+}
+
+/* Run one statement on the internal tables as their owner */
+static void
+IdemGenRun(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	(void) IdemOwnerRun(IdemGetCatalog().claims, 0, sql, nargs, types, values,
+						nulls, NULL, NULL);
+}
+
+/* Read one int8 column of a one-row result */
+static void
+IdemGenInt8Row(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
+
+	*(int64 *) arg = isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * Open a new generation of class c, closing old (the open one, or NULL):
+ * its table, its row, and its shared slot, fresh, since nobody can have
+ * claimed into it yet.
+ */
+static void
+IdemGenOpen(int32 c, IdemGeneration *old)
+{
+	int64		id = 0;
+	Oid			types[2] = {INT4OID, INT4OID};
+	Datum		values[2];
+	char	   *name;
+
+	(void) IdemOwnerRun(IdemGetCatalog().claims, 0,
+						"SELECT nextval('idempotency.generation_id_seq')",
+						0, NULL, NULL, NULL, IdemGenInt8Row, &id);
+	if (id <= 0 || id > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+				 errmsg("generation id %lld is out of range", (long long) id)));
+	name = IdemGenRelName((int32) id);
+	IdemGenRun(psprintf("CREATE TABLE " IDEM_SCHEMA_NAME ".%s () INHERITS (" IDEM_SCHEMA_NAME ".claims)"
+						" WITH (vacuum_truncate = false)", name),
+			   0, NULL, NULL, NULL);
+	IdemGenRun(psprintf("ALTER TABLE " IDEM_SCHEMA_NAME ".%s ADD CONSTRAINT %s PRIMARY KEY (key, ns)",
+						name, quote_identifier(psprintf("%s_pkey", name))),
+			   0, NULL, NULL, NULL);
+	if (old != NULL)
+	{
+		values[0] = Int32GetDatum(old->id);
+		IdemGenRun("UPDATE idempotency.generations SET state = 'closed', closed_at = now()"
+				   " WHERE id = $1 AND state = 'open'",
+				   1, types, values, NULL);
+	}
+	values[0] = Int32GetDatum((int32) id);
+	values[1] = Int32GetDatum(c);
+	IdemGenRun("INSERT INTO idempotency.generations (id, ttl_class, state) VALUES ($1, $2, 'open')",
+			   2, types, values, NULL);
+	(void) IdemGenSlotFind((int32) id, true, true);
+}
+
+/* Close an open generation without a successor: its class has no namespace */
+static void
+IdemGenClose(IdemGeneration *gen)
+{
+	Oid			type = INT4OID;
+	Datum		value = Int32GetDatum(gen->id);
+
+	IdemGenRun("UPDATE idempotency.generations SET state = 'closed', closed_at = now()"
+			   " WHERE id = $1 AND state = 'open'",
+			   1, &type, &value, NULL);
+}
+
+/* Per namespace, the newest claimed_at a seal found */
+typedef struct IdemGenNsEntry
+{
+	int32		nsid;
+	TimestampTz last;
+} IdemGenNsEntry;
+
+/* qsort comparator of IdemGenNsEntry by namespace id */
+static int
+IdemGenNsEntryCmp(const void *a, const void *b)
+{
+	return IdemInt32Cmp(&((const IdemGenNsEntry *) a)->nsid,
+						&((const IdemGenNsEntry *) b)->nsid);
+}
+
+/*
+ * Seal a closed generation: if no claimer holds it (a SHARE lock taken
+ * without waiting, kept to the end of the transaction), read every tuple,
+ * dead or alive, twice: once for its namespaces and their newest claims,
+ * once for the filter.  Returns false if claimers are still in it.
+ */
+static bool
+IdemGenSeal(IdemGeneration *gen)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	AttrNumber	att_ns;
+	AttrNumber	att_key;
+	AttrNumber	att_at;
+	HTAB	   *nshash;
+	HASHCTL		ctl;
+	HASH_SEQ_STATUS seq;
+	IdemGenNsEntry *e;
+	IdemGenNsEntry *sorted;
+	IdemFilter	filter;
+	int64		n = 0;
+	int			nns;
+	int			i;
+	Datum	   *nsd;
+	Datum	   *lastd;
+	bytea	   *bits;
+	Size		len;
+	Oid			types[6] = {INT4OID, INT8OID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, BYTEAOID, INT4OID};
+	Datum		values[6];
+
+	if (!OidIsValid(gen->relid) || !ConditionalLockRelationOid(gen->relid, ShareLock))
+		return false;
+	rel = table_open(gen->relid, NoLock);
+	att_ns = get_attnum(gen->relid, "ns");
+	att_key = get_attnum(gen->relid, "key");
+	att_at = get_attnum(gen->relid, "claimed_at");
+	if (att_ns == InvalidAttrNumber || att_key == InvalidAttrNumber ||
+		att_at == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("generation table %s lacks a claims column", RelationGetRelationName(rel))));
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int32);
+	ctl.entrysize = sizeof(IdemGenNsEntry);
+	ctl.hcxt = CurrentMemoryContext;
+	nshash = hash_create("idempotency seal namespaces", 64, &ctl,
+						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+
+	scan = table_beginscan(rel, SnapshotAny, 0, NULL);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		bool		found;
+		int32		nsid = DatumGetInt32(heap_getattr(tuple, att_ns, RelationGetDescr(rel), &isnull));
+		TimestampTz at = DatumGetTimestampTz(heap_getattr(tuple, att_at, RelationGetDescr(rel), &isnull));
+
+		CHECK_FOR_INTERRUPTS();
+		e = hash_search(nshash, &nsid, HASH_ENTER, &found);
+		if (!found || at > e->last)
+			e->last = at;
+		n++;
+	}
+	table_endscan(scan);
+
+	IdemFilterInit(&filter, (uint64) n);
+	scan = table_beginscan(rel, SnapshotAny, 0, NULL);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		int32		nsid = DatumGetInt32(heap_getattr(tuple, att_ns, RelationGetDescr(rel), &isnull));
+		bytea	   *key = DatumGetByteaPP(heap_getattr(tuple, att_key, RelationGetDescr(rel), &isnull));
+
+		CHECK_FOR_INTERRUPTS();
+		IdemFilterAdd(&filter, IdemFilterHash(nsid, key));
+		if ((Pointer) key != DatumGetPointer(heap_getattr(tuple, att_key, RelationGetDescr(rel), &isnull)))
+			pfree(key);
+	}
+	table_endscan(scan);
+	table_close(rel, NoLock);
+
+	nns = (int) hash_get_num_entries(nshash);
+	sorted = palloc(sizeof(IdemGenNsEntry) * Max(nns, 1));
+	i = 0;
+	hash_seq_init(&seq, nshash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		sorted[i++] = *e;
+	qsort(sorted, nns, sizeof(IdemGenNsEntry), IdemGenNsEntryCmp);
+	nsd = palloc(sizeof(Datum) * Max(nns, 1));
+	lastd = palloc(sizeof(Datum) * Max(nns, 1));
+	for (i = 0; i < nns; i++)
+	{
+		nsd[i] = Int32GetDatum(sorted[i].nsid);
+		lastd[i] = TimestampTzGetDatum(sorted[i].last);
+	}
+	hash_destroy(nshash);
+
+	len = (Size) filter.nblocks * IDEM_FILTER_BLOCK_BYTES;
+	bits = palloc_extended(len + VARHDRSZ, MCXT_ALLOC_HUGE);
+	SET_VARSIZE(bits, len + VARHDRSZ);
+	memcpy(VARDATA(bits), filter.bits, len);
+
+	values[0] = Int32GetDatum(gen->id);
+	values[1] = Int64GetDatum(n);
+	values[2] = PointerGetDatum(construct_array(nsd, nns, INT4OID, 4, true, TYPALIGN_INT));
+	values[3] = PointerGetDatum(construct_array(lastd, nns, TIMESTAMPTZOID, 8,
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[4] = PointerGetDatum(bits);
+	values[5] = Int32GetDatum(filter.nhashes);
+	IdemGenRun("UPDATE idempotency.generations SET state = 'sealed', sealed_at = now(),"
+			   " claims = $2, namespaces = $3, last_claimed = $4, filter = $5, filter_hashes = $6"
+			   " WHERE id = $1 AND state = 'closed'",
+			   6, types, values, NULL);
+
+	/* the filter is valid from now on: no claim can enter the generation */
+	gen->slot = IdemGenSlotFind(gen->id, true, false);
+	(void) IdemGenFilterLoad(gen->slot, gen->id, (const char *) filter.bits, len,
+							 filter.nhashes);
+	pfree(filter.bits);
+	pfree(bits);
+	return true;
+}
+
+/* Has every claim of sealed generation gen expired, under today's TTLs? */
+static bool
+IdemGenExpired(const IdemGeneration *gen, const IdemNamespace *nss, int nns,
+			   TimestampTz now)
+{
+	int			i;
+
+	for (i = 0; i < gen->nns; i++)
+	{
+		int			lo = 0;
+		int			hi = nns - 1;
+		const IdemNamespace *ns = NULL;
+
+		while (lo <= hi)
+		{
+			int			mid = (lo + hi) / 2;
+
+			if (nss[mid].id == gen->nsids[i])
+			{
+				ns = &nss[mid];
+				break;
+			}
+			if (nss[mid].id < gen->nsids[i])
+				lo = mid + 1;
+			else
+				hi = mid - 1;
+		}
+		if (ns != NULL && IdemNamespaceExpiry(ns, gen->last_claimed[i]) >= now)
+			return false;		/* a namespace that is gone has no live claims */
+	}
+	return true;
+}
+
+/*
+ * Drop an expired sealed generation, if nobody is reading it: its row and
+ * its table in one transaction.  Returns false if it is in use.
+ */
+static bool
+IdemGenDrop(IdemGeneration *gen, int64 *claims)
+{
+	Oid			type = INT4OID;
+	Datum		value = Int32GetDatum(gen->id);
+	MemoryContext old;
+
+	if (OidIsValid(gen->relid) &&
+		!ConditionalLockRelationOid(gen->relid, AccessExclusiveLock))
+		return false;
+	*claims = 0;
+	(void) IdemOwnerRun(IdemGetCatalog().claims, 0,
+						"DELETE FROM idempotency.generations WHERE id = $1 RETURNING coalesce(claims, 0)",
+						1, &type, &value, NULL, IdemGenInt8Row, claims);
+	if (OidIsValid(gen->relid))
+		IdemGenRun(psprintf("DROP TABLE IF EXISTS " IDEM_SCHEMA_NAME ".%s",
+							IdemGenRelName(gen->id)),
+				   0, NULL, NULL, NULL);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	idem_gen_dropped = lappend_int(idem_gen_dropped, gen->id);
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/* Opened_at of each generation, read with the rest for maintenance */
+typedef struct IdemGenAge
+{
+	int32		id;
+	TimestampTz opened_at;
+} IdemGenAge;
+
+/* Collect (id, opened_at) rows */
+static void
+IdemGenAgeRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	List	  **ages = arg;
+	IdemGenAge *a = palloc(sizeof(IdemGenAge));
+	bool		isnull;
+
+	a->id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
+	a->opened_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 2, &isnull));
+	*ages = lappend(*ages, a);
+}
+
+/* Advisory lock field4 that serialises maintenance passes */
+#define IDEM_GEN_LOCK_FIELD4	480
+
+/*
+ * One maintenance pass, in the caller's transaction: open generations for
+ * the TTL classes in use, switch those older than their span (all of them
+ * with force), seal the
+ * closed ones nobody inserts into any more, and drop the sealed ones whose
+ * claims have all expired.  Never waits for a lock: a step that would is
+ * left to the next pass.  A concurrent pass makes this one do nothing.
+ */
+void
+IdemGenMaintain(bool force, IdemGenMaintenance *done)
+{
+	LOCKTAG		tag;
+	IdemNamespace *nss;
+	int			nns;
+	IdemGeneration *gens;
+	int			ngens;
+	List	   *ages = NIL;
+	TimestampTz now = GetCurrentTimestamp();
+	int32	   *classes;
+	int			nclasses = 0;
+	int			i;
+	int			j;
+
+	memset(done, 0, sizeof(*done));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, IDEM_GEN_LOCK_FIELD4);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+	{
+		done->skipped++;
+		return;
+	}
+
+	nss = IdemNamespaceLoadAll(&nns);
+	gens = IdemGenLoad(CurrentMemoryContext, &ngens);
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT id, opened_at FROM idempotency.generations WHERE state = 'open'",
+						0, NULL, NULL, NULL, IdemGenAgeRow, &ages);
+
+	/* the classes that get generations */
+	classes = palloc(sizeof(int32) * Max(nns, 1));
+	for (i = 0; i < nns; i++)
+	{
+		int32		c;
+
+		if (IdemTtlSeconds(&nss[i].ttl) < idem_generation_min_ttl)
+			continue;
+		c = IdemTtlClass(&nss[i].ttl);
+		for (j = 0; j < nclasses && classes[j] != c; j++)
+			;
+		if (j == nclasses)
+			classes[nclasses++] = c;
+	}
+
+	/* open, switch or close */
+	for (j = 0; j < nclasses; j++)
+	{
+		IdemGeneration *open = NULL;
+
+		for (i = 0; i < ngens; i++)
+			if (gens[i].state == IDEM_GEN_OPEN && gens[i].ttl_class == classes[j])
+				open = &gens[i];
+		if (open == NULL)
+		{
+			IdemGenOpen(classes[j], NULL);
+			done->opened++;
+		}
+	}
+	for (i = 0; i < ngens; i++)
+	{
+		IdemGeneration *g = &gens[i];
+		ListCell   *lc;
+		double		span;
+		bool		in_use = false;
+
+		if (g->state != IDEM_GEN_OPEN)
+			continue;
+		for (j = 0; j < nclasses; j++)
+			in_use |= (classes[j] == g->ttl_class);
+		span = ldexp(1.0, g->ttl_class) / idem_generations_per_ttl;
+		foreach(lc, ages)
+		{
+			IdemGenAge *a = lfirst(lc);
+
+			if (a->id != g->id ||
+				(!force && now < a->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC)))
+				continue;
+			if (in_use)
+				IdemGenOpen(g->ttl_class, g);
+			else
+				IdemGenClose(g);
+			g->state = IDEM_GEN_CLOSED;
+			done->opened += in_use ? 1 : 0;
+		}
+	}
+
+	/* seal: a generation closed above has its claimers in flight still */
+	for (i = 0; i < ngens; i++)
+	{
+		if (gens[i].state != IDEM_GEN_CLOSED)
+			continue;
+		if (IdemGenSeal(&gens[i]))
+			done->sealed++;
+		else
+			done->skipped++;
+	}
+
+	/* drop */
+	for (i = 0; i < ngens; i++)
+	{
+		int64		claims = 0;
+
+		if (gens[i].state != IDEM_GEN_SEALED ||
+			!IdemGenExpired(&gens[i], nss, nns, now))
+			continue;
+		if (IdemGenDrop(&gens[i], &claims))
+		{
+			done->dropped++;
+			done->claims_dropped += claims;
+		}
+		else
+			done->skipped++;
+	}
+	CommandCounterIncrement();
+}
+
+/*
+ * idem_generation_switch() returns integer
+ *
+ * Switches every TTL class in use to a new generation now, seals what no
+ * claimer holds any more and drops what has expired, as the next purge
+ * round would; returns the number of generations opened.  For operators
+ * and tests; administrators only.
+ */
+Datum
+idem_generation_switch(PG_FUNCTION_ARGS)
+{
+	IdemGenMaintenance done;
+
+	PreventCommandIfReadOnly("idem_generation_switch()");
+	IdemGenMaintain(true, &done);
+	PG_RETURN_INT32(done.opened);
+}

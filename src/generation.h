@@ -1,0 +1,68 @@
+/*
+ * generation.h
+ *	  Claim generations: time slices of the claims, one chain per TTL class,
+ *	  dropped whole once every claim in them has expired.
+ */
+#ifndef IDEM_GENERATION_H
+#define IDEM_GENERATION_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+
+#include "namespace.h"
+
+/* Where a generation is in its life */
+typedef enum IdemGenState
+{
+	IDEM_GEN_OPEN,				/* takes the new claims of its TTL class */
+	IDEM_GEN_CLOSED,			/* replaced, claimers may still be in flight */
+	IDEM_GEN_SEALED				/* takes no claims; has its filter */
+} IdemGenState;
+
+/* A live generation as a backend sees it */
+typedef struct IdemGeneration
+{
+	int32		id;
+	int32		ttl_class;
+	IdemGenState state;
+	Oid			relid;			/* idempotency.claims_g<id>, or InvalidOid */
+	int			slot;			/* its shared slot, or -1 */
+	bool		has_filter;		/* sealed with a stored filter */
+	bool		filter_failed;	/* could not be loaded: probe instead */
+	int			nns;			/* sealed: namespaces it holds */
+	int32	   *nsids;
+	TimestampTz *last_claimed;	/* newest claimed_at of each */
+} IdemGeneration;
+
+/* Every live generation, newest first */
+typedef struct IdemGenMap
+{
+	uint64		version;		/* changes whenever the map is rebuilt */
+	int			ngens;
+	IdemGeneration *gens;
+} IdemGenMap;
+
+/* What a maintenance pass did */
+typedef struct IdemGenMaintenance
+{
+	int			opened;
+	int			sealed;
+	int			dropped;
+	int64		claims_dropped;
+	int			skipped;		/* steps left for later: locks in use */
+} IdemGenMaintenance;
+
+/* GUCs */
+extern int	idem_generation_min_ttl;
+extern int	idem_generations_per_ttl;
+
+extern void IdemGenerationInit(void);
+extern IdemGenMap *IdemGenMapGet(void);
+extern int32 IdemGenClassOf(const IdemNamespace *ns);
+extern IdemGeneration *IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns);
+extern bool IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,
+								 TimestampTz now, uint64 fhash);
+extern void IdemGenMaintain(bool force, IdemGenMaintenance *done);
+
+#endif							/* IDEM_GENERATION_H */

@@ -1,0 +1,413 @@
+/*
+ * genfilter.c
+ *	  Shared state of the claim generations: the "definitely absent" filters
+ *	  of sealed generations and the namespaces announced in open ones.
+ *
+ * Claims live in generations (generation.c).  A claim of a new id must
+ * know that no other live generation holds its id, without a btree descent
+ * into each of them.  Two structures in shared memory answer that:
+ *
+ *	 - A sealed generation takes no new claims, so the seal builds a blocked
+ *	   Bloom filter of its (namespace, key) pairs: one 64-byte block per
+ *	   claim, nhashes bits set in it, so a test is one cache miss.  It has
+ *	   false positives only: the seal reads every tuple of the generation,
+ *	   visible or not, after no transaction can insert into it any more.
+ *	   The filter is stored in idempotency.generations, so it is WAL-logged,
+ *	   replicated, dumped and restored with the generation, and loaded into
+ *	   shared memory by the first backend that needs it, after a restart and
+ *	   on a standby alike.
+ *	 - An open generation takes claims, so its filter would go stale at
+ *	   once.  Instead each claimer announces its namespace in the
+ *	   generation's bitmap before inserting into it (a full barrier), and
+ *	   checks the bitmaps of the other open generations after inserting into
+ *	   its own.  Of two claimers of one id in two open generations, at least
+ *	   one sees the other's announcement and probes its generation; see
+ *	   claimstore.c for what it does then.  A slot created for a generation
+ *	   that already existed (after a restart, say) starts with every bit
+ *	   set, since nobody knows what was announced before; only the session
+ *	   that creates a generation starts its bitmap empty.
+ *
+ * Readers take no lock.  A slot is freed only when its generation is
+ * dropped, and freeing clears the slot's generation id before its memory
+ * can be reused; a reader checks the id before and after reading, so a
+ * filter freed under its feet reads as "not loaded", never as "absent".
+ *
+ * Without shared_preload_libraries there is no shared state: every
+ * generation that might hold an id is probed through its index, which
+ * gives the same answers, slower.
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "port/pg_bitutils.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "genfilter.h"
+#include "shmem.h"
+
+/* One generation's shared state */
+typedef struct IdemGenSlot
+{
+	pg_atomic_uint32 gen_id;	/* 0: free */
+	pg_atomic_uint32 ready;		/* the filter is loaded */
+	uint64		offset;			/* of the filter in the arena, in bytes */
+	uint32		nblocks;
+	int			nhashes;
+	pg_atomic_uint64 nsbits[IDEM_GEN_NS_WORDS];
+} IdemGenSlot;
+
+/* The whole shared state; the arena follows, cache-line aligned */
+typedef struct IdemGenShared
+{
+	LWLock	   *lock;			/* taken to create, load or free a slot */
+	uint64		arena_size;
+	IdemGenSlot slots[IDEM_GEN_SLOTS];
+} IdemGenShared;
+
+int			idem_filter_memory_kb = 65536;
+int			idem_filter_bits_per_claim = 10;
+
+static IdemGenShared *idem_gen_shared = NULL;
+static char *idem_gen_arena = NULL;
+
+/* Define the GUCs of the filters */
+void
+IdemGenFilterDefineGucs(void)
+{
+	DefineCustomIntVariable("idempotency.filter_memory",
+							"Shared memory for the filters of sealed claim generations.",
+							"A claim takes idempotency.filter_bits_per_claim bits; a generation whose filter does not fit is probed through its index instead.",
+							&idem_filter_memory_kb,
+							65536, 0, INT_MAX / 2,
+							PGC_POSTMASTER, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.filter_bits_per_claim",
+							"Bits per claim of the filter built when a generation is sealed.",
+							"10 bits give about 1% false positives, 16 about 0.1%; a false positive costs one index probe of that generation.",
+							&idem_filter_bits_per_claim,
+							10, 2, 64,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+}
+
+/* Bytes of shared memory */
+Size
+IdemGenFilterShmemSize(void)
+{
+	Size		size = MAXALIGN(sizeof(IdemGenShared));
+
+	size = add_size(size, PG_CACHE_LINE_SIZE);
+	return add_size(size, mul_size((Size) idem_filter_memory_kb, 1024));
+}
+
+/* Create or attach; the caller holds AddinShmemInitLock */
+void
+IdemGenFilterShmemInit(void)
+{
+	bool		found;
+	int			i;
+
+	idem_gen_shared = ShmemInitStruct("idempotency generations",
+									  IdemGenFilterShmemSize(), &found);
+	idem_gen_arena = (char *) TYPEALIGN(PG_CACHE_LINE_SIZE,
+										(char *) idem_gen_shared + MAXALIGN(sizeof(IdemGenShared)));
+	if (found)
+		return;
+	idem_gen_shared->lock = idem_shared->lock;
+	idem_gen_shared->arena_size = (uint64) idem_filter_memory_kb * 1024;
+	for (i = 0; i < IDEM_GEN_SLOTS; i++)
+	{
+		IdemGenSlot *s = &idem_gen_shared->slots[i];
+		int			w;
+
+		pg_atomic_init_u32(&s->gen_id, 0);
+		pg_atomic_init_u32(&s->ready, 0);
+		s->offset = 0;
+		s->nblocks = 0;
+		s->nhashes = 0;
+		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
+			pg_atomic_init_u64(&s->nsbits[w], 0);
+	}
+}
+
+/* The hash of a claim's identity that filters are built on */
+uint64
+IdemFilterHash(int32 nsid, const bytea *key)
+{
+	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
+							   VARSIZE_ANY_EXHDR(key),
+							   (uint64) (uint32) nsid * UINT64CONST(0x9E3779B97F4A7C15) + 1);
+}
+
+/* Size a filter for nclaims claims at the configured bits per claim */
+void
+IdemFilterInit(IdemFilter *filter, uint64 nclaims)
+{
+	uint64		bits = Max(nclaims, 1) * (uint64) idem_filter_bits_per_claim;
+	uint64		nblocks = (bits + IDEM_FILTER_BLOCK_BYTES * 8 - 1) / (IDEM_FILTER_BLOCK_BYTES * 8);
+
+	/* ln 2 * bits per claim hashes minimise false positives */
+	filter->nhashes = Max(1, Min(16, (int) (idem_filter_bits_per_claim * 0.69 + 0.5)));
+	filter->nblocks = (uint32) Min(nblocks, (uint64) (MaxAllocHugeSize / IDEM_FILTER_BLOCK_BYTES));
+	filter->bits = palloc_extended((Size) filter->nblocks * IDEM_FILTER_BLOCK_BYTES,
+								   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+}
+
+/* The block of a hash, and the nhashes bit positions in it */
+static inline uint32
+IdemFilterBlock(uint64 hash, uint32 nblocks)
+{
+	return (uint32) (((hash >> 32) * (uint64) nblocks) >> 32);
+}
+
+/* Add a claim's hash to a filter */
+void
+IdemFilterAdd(IdemFilter *filter, uint64 hash)
+{
+	uint64	   *block = filter->bits + (Size) IdemFilterBlock(hash, filter->nblocks) * 8;
+	uint32		h1 = (uint32) hash;
+	uint32		h2 = (uint32) (hash >> 16) | 1;
+	int			i;
+
+	for (i = 0; i < filter->nhashes; i++)
+	{
+		uint32		bit = (h1 + i * h2) & 511;
+
+		block[bit >> 6] |= UINT64CONST(1) << (bit & 63);
+	}
+}
+
+/* May the filter contain hash?  false means definitely not */
+bool
+IdemFilterMayContain(const uint64 *bits, uint32 nblocks, int nhashes, uint64 hash)
+{
+	const uint64 *block = bits + (Size) IdemFilterBlock(hash, nblocks) * 8;
+	uint32		h1 = (uint32) hash;
+	uint32		h2 = (uint32) (hash >> 16) | 1;
+	int			i;
+
+	for (i = 0; i < nhashes; i++)
+	{
+		uint32		bit = (h1 + i * h2) & 511;
+
+		if ((block[bit >> 6] & (UINT64CONST(1) << (bit & 63))) == 0)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The slot of generation gen_id, or -1.  With create, a missing slot is
+ * made: its bitmap empty if fresh (the caller is creating the generation),
+ * full otherwise.  -1 without shared memory or with every slot taken.
+ */
+int
+IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
+{
+	int			i;
+	int			free_slot = -1;
+
+	if (idem_gen_shared == NULL || gen_id <= 0)
+		return -1;
+	for (i = 0; i < IDEM_GEN_SLOTS; i++)
+		if (pg_atomic_read_u32(&idem_gen_shared->slots[i].gen_id) == (uint32) gen_id)
+			return i;
+	if (!create)
+		return -1;
+
+	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < IDEM_GEN_SLOTS; i++)
+	{
+		uint32		id = pg_atomic_read_u32(&idem_gen_shared->slots[i].gen_id);
+
+		if (id == (uint32) gen_id)
+		{
+			LWLockRelease(idem_gen_shared->lock);
+			return i;
+		}
+		if (id == 0 && free_slot < 0)
+			free_slot = i;
+	}
+	if (free_slot >= 0)
+	{
+		IdemGenSlot *s = &idem_gen_shared->slots[free_slot];
+		int			w;
+
+		pg_atomic_write_u32(&s->ready, 0);
+		s->nblocks = 0;
+		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
+			pg_atomic_write_u64(&s->nsbits[w], fresh ? 0 : PG_UINT64_MAX);
+		pg_write_barrier();
+		pg_atomic_write_u32(&s->gen_id, (uint32) gen_id);
+	}
+	LWLockRelease(idem_gen_shared->lock);
+	return free_slot;
+}
+
+/* Free the slot of a dropped generation */
+void
+IdemGenSlotFree(int32 gen_id)
+{
+	int			slot = IdemGenSlotFind(gen_id, false, false);
+
+	if (slot < 0)
+		return;
+	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u32(&idem_gen_shared->slots[slot].gen_id) == (uint32) gen_id)
+	{
+		pg_atomic_write_u32(&idem_gen_shared->slots[slot].gen_id, 0);
+		pg_atomic_write_u32(&idem_gen_shared->slots[slot].ready, 0);
+	}
+	LWLockRelease(idem_gen_shared->lock);
+}
+
+/* Is slot still generation gen_id's? */
+static inline bool
+IdemGenSlotIs(int slot, int32 gen_id)
+{
+	return slot >= 0 &&
+		pg_atomic_read_u32(&idem_gen_shared->slots[slot].gen_id) == (uint32) gen_id;
+}
+
+/*
+ * Announce that this backend is about to insert a claim of namespace nsid
+ * into generation gen_id.  A full barrier: the insertion that follows is
+ * ordered after it.
+ */
+void
+IdemGenAnnounce(int slot, int32 gen_id, int32 nsid)
+{
+	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
+
+	if (!IdemGenSlotIs(slot, gen_id))
+		return;
+	(void) pg_atomic_fetch_or_u64(&idem_gen_shared->slots[slot].nsbits[bit / 64],
+								  UINT64CONST(1) << (bit % 64));
+}
+
+/*
+ * Might open generation gen_id hold claims of nsid?  Called after our own
+ * insertion, which the barrier orders before the read.  true when unsure.
+ */
+bool
+IdemGenMayHoldNamespace(int slot, int32 gen_id, int32 nsid)
+{
+	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
+	uint64		word;
+
+	if (slot < 0)
+		return true;
+	pg_memory_barrier();
+	word = pg_atomic_read_u64(&idem_gen_shared->slots[slot].nsbits[bit / 64]);
+	pg_read_barrier();
+	if (!IdemGenSlotIs(slot, gen_id))
+		return true;
+	return (word & (UINT64CONST(1) << (bit % 64))) != 0;
+}
+
+/* Is generation gen_id's filter loaded in slot? */
+bool
+IdemGenFilterReady(int slot, int32 gen_id)
+{
+	return IdemGenSlotIs(slot, gen_id) &&
+		pg_atomic_read_u32(&idem_gen_shared->slots[slot].ready) != 0;
+}
+
+/*
+ * Load a filter into the arena, first fit between the filters loaded.
+ * Returns false if it does not fit.
+ */
+bool
+IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashes)
+{
+	IdemGenSlot *s;
+	uint64		offset = 0;
+	bool		placed = false;
+
+	if (idem_gen_shared == NULL || slot < 0 || len == 0 ||
+		len % IDEM_FILTER_BLOCK_BYTES != 0)
+		return false;
+	s = &idem_gen_shared->slots[slot];
+	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u32(&s->gen_id) != (uint32) gen_id)
+	{
+		LWLockRelease(idem_gen_shared->lock);
+		return false;
+	}
+	if (pg_atomic_read_u32(&s->ready) != 0)
+	{
+		LWLockRelease(idem_gen_shared->lock);
+		return true;
+	}
+	/* try each gap: at 0, then after each loaded filter */
+	for (int c = -1; c < IDEM_GEN_SLOTS && !placed; c++)
+	{
+		uint64		start = 0;
+		bool		clear = true;
+
+		if (c >= 0)
+		{
+			IdemGenSlot *o = &idem_gen_shared->slots[c];
+
+			if (pg_atomic_read_u32(&o->gen_id) == 0 || pg_atomic_read_u32(&o->ready) == 0)
+				continue;
+			start = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
+		}
+		if (start + len > idem_gen_shared->arena_size)
+			continue;
+		for (int j = 0; j < IDEM_GEN_SLOTS && clear; j++)
+		{
+			IdemGenSlot *o = &idem_gen_shared->slots[j];
+			uint64		oend;
+
+			if (pg_atomic_read_u32(&o->gen_id) == 0 || pg_atomic_read_u32(&o->ready) == 0)
+				continue;
+			oend = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
+			if (start < oend && o->offset < start + len)
+				clear = false;
+		}
+		if (clear)
+		{
+			offset = start;
+			placed = true;
+		}
+	}
+	if (placed)
+	{
+		memcpy(idem_gen_arena + offset, bits, len);
+		s->offset = offset;
+		s->nblocks = (uint32) (len / IDEM_FILTER_BLOCK_BYTES);
+		s->nhashes = nhashes;
+		pg_write_barrier();
+		pg_atomic_write_u32(&s->ready, 1);
+	}
+	LWLockRelease(idem_gen_shared->lock);
+	return placed;
+}
+
+/*
+ * Test hash against generation gen_id's filter: 0 if the generation
+ * definitely holds no such claim, 1 if it may, -1 if the filter is not
+ * loaded (or was freed meanwhile).
+ */
+int
+IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
+{
+	IdemGenSlot *s;
+	bool		maybe;
+
+	if (!IdemGenFilterReady(slot, gen_id))
+		return -1;
+	s = &idem_gen_shared->slots[slot];
+	pg_read_barrier();
+	maybe = IdemFilterMayContain((const uint64 *) (idem_gen_arena + s->offset),
+								 s->nblocks, s->nhashes, hash);
+	pg_read_barrier();
+	if (!IdemGenFilterReady(slot, gen_id))
+		return -1;
+	return maybe ? 1 : 0;
+}

@@ -1,0 +1,54 @@
+/*
+ * genfilter.h
+ *	  Shared state of the claim generations: the "definitely absent" filters
+ *	  of sealed generations and the namespaces announced in open ones.
+ */
+#ifndef IDEM_GENFILTER_H
+#define IDEM_GENFILTER_H
+
+#include "postgres.h"
+
+#include "port/atomics.h"
+
+/* Generations the shared state tracks at once */
+#define IDEM_GEN_SLOTS				64
+
+/* Bits of the per-generation namespace announcement bitmap */
+#define IDEM_GEN_NS_BITS			1024
+#define IDEM_GEN_NS_WORDS			(IDEM_GEN_NS_BITS / 64)
+
+/* Bytes of one filter block: one cache line */
+#define IDEM_FILTER_BLOCK_BYTES		64
+
+/* A filter as built by the seal and stored in idempotency.generations */
+typedef struct IdemFilter
+{
+	uint32		nblocks;		/* of IDEM_FILTER_BLOCK_BYTES */
+	int			nhashes;		/* bits set per claim */
+	uint64	   *bits;			/* nblocks * 8 words */
+} IdemFilter;
+
+/* GUCs */
+extern int	idem_filter_memory_kb;
+extern int	idem_filter_bits_per_claim;
+
+extern void IdemGenFilterDefineGucs(void);
+extern Size IdemGenFilterShmemSize(void);
+extern void IdemGenFilterShmemInit(void);
+
+extern uint64 IdemFilterHash(int32 nsid, const bytea *key);
+extern void IdemFilterInit(IdemFilter *filter, uint64 nclaims);
+extern void IdemFilterAdd(IdemFilter *filter, uint64 hash);
+extern bool IdemFilterMayContain(const uint64 *bits, uint32 nblocks,
+								 int nhashes, uint64 hash);
+
+extern int	IdemGenSlotFind(int32 gen_id, bool create, bool fresh);
+extern void IdemGenSlotFree(int32 gen_id);
+extern void IdemGenAnnounce(int slot, int32 gen_id, int32 nsid);
+extern bool IdemGenMayHoldNamespace(int slot, int32 gen_id, int32 nsid);
+extern bool IdemGenFilterReady(int slot, int32 gen_id);
+extern bool IdemGenFilterLoad(int slot, int32 gen_id, const char *bits,
+							  Size len, int nhashes);
+extern int	IdemGenFilterTest(int slot, int32 gen_id, uint64 hash);
+
+#endif							/* IDEM_GENFILTER_H */
