@@ -950,6 +950,50 @@ IdemPurgeTableFailed(IdemPurgeTarget *target, MemoryContext cxt, ResourceOwner o
 }
 
 /*
+ * The generations' step of idem_purge() and idem_purge_run(), in the
+ * caller's transaction, in a subtransaction so that a failure is a WARNING
+ * and the purge of the tables goes on.  Returns the claims of the
+ * generations dropped.
+ */
+static int64
+IdemPurgeGenerationsHere(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	IdemGenMaintenance done;
+
+	memset(&done, 0, sizeof(done));
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		IdemGenMaintain(false, &done);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
+			ReThrowError(edata);
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("could not maintain the claim generations: %s", edata->message)));
+		memset(&done, 0, sizeof(done));
+	}
+	PG_END_TRY();
+	return done.claims_dropped;
+}
+
+/*
  * idem_purge(max_rows bigint) returns bigint
  *
  * Purges now, in the caller's transaction, across the claims and the
@@ -971,39 +1015,7 @@ idem_purge(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("idem_purge()");
 
 	/* generations first: dropping one reclaims its claims without a scan */
-	{
-		MemoryContext oldcxt = CurrentMemoryContext;
-		ResourceOwner oldowner = CurrentResourceOwner;
-		IdemGenMaintenance done;
-
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(oldcxt);
-		PG_TRY();
-		{
-			IdemGenMaintain(false, &done);
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-			total += done.claims_dropped;
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(oldcxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
-			if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
-				ReThrowError(edata);
-			ereport(WARNING,
-					(errcode(edata->sqlerrcode),
-					 errmsg("could not maintain the claim generations: %s", edata->message)));
-		}
-		PG_END_TRY();
-	}
+	total += IdemPurgeGenerationsHere();
 
 	targets = IdemPurgeTargets();
 	foreach(lc, targets)
@@ -1094,8 +1106,14 @@ idem_purge_run(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect_ext failed");
 	PG_TRY();
 	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+		MemoryContext oldcxt;
 
+#if PG_VERSION_NUM >= 140000
+		EnsurePortalSnapshotExists();
+#endif
+		total += IdemPurgeGenerationsHere();
+		SPI_commit();
+		oldcxt = MemoryContextSwitchTo(cxt);
 		targets = IdemPurgeTargets();
 		MemoryContextSwitchTo(oldcxt);
 		foreach(lc, targets)

@@ -1,0 +1,115 @@
+-- Generations: claims of long TTLs live in tables that are dropped whole
+SET client_min_messages = warning;
+SELECT idem_namespace_define('gen_week', '7 days');
+SELECT idem_namespace_define('gen_days', '2 days');
+SELECT idem_namespace_define('gen_short', '10 minutes');
+
+-- before the first switch, claims go to idempotency.claims itself
+SELECT idem_claim('before', 'gen_week') AS before_generations;
+SELECT idem_generation_switch() > 0 AS switched;
+-- (the other tests' namespaces have classes of their own: show two)
+SELECT ttl_class, ttl_class_from, state, claims FROM idem_generations
+ WHERE ttl_class IN (17, 19) ORDER BY id;
+
+-- now a claim of a week goes to the open generation of its class, a claim
+-- of ten minutes (below generation_min_ttl) still to idempotency.claims
+SELECT idem_claim('w1', 'gen_week'), idem_claim('d1', 'gen_days'), idem_claim('s1', 'gen_short');
+SELECT n.name, c.tableoid = 'idempotency.claims'::regclass AS in_claims_table
+  FROM idempotency.claims c JOIN idem_namespaces n ON n.id = c.ns
+ WHERE n.name LIKE 'gen_%' ORDER BY 1, 2;
+
+-- a duplicate anywhere is a duplicate: in the claims table, in the open
+-- generation, and in a sealed one after a switch
+SELECT idem_claim('before', 'gen_week') AS dup_claims_table, idem_claim('w1', 'gen_week') AS dup_open;
+SELECT idem_claim('fp', 'gen_week', 'payload-1') AS with_fingerprint;
+SELECT idem_generation_switch() > 0 AS switched;
+SELECT ttl_class, state, claims, filter_bytes > 0 AS has_filter FROM idem_generations
+ WHERE ttl_class IN (17, 19) ORDER BY id;
+SELECT idem_claim('w1', 'gen_week') AS dup_sealed, idem_claim('d1', 'gen_days') AS dup_sealed_days;
+SELECT idem_claimed('w1', 'gen_week') AS claimed_sealed, idem_claimed('nope', 'gen_week') AS claimed_absent;
+SELECT idem_claim('fp', 'gen_week', 'payload-1') AS same_fingerprint;
+SELECT idem_claim('fp', 'gen_week', 'payload-2');  -- error: another fingerprint, found in a sealed generation
+SELECT idem_claim_many(ARRAY['w1', 'w2', 'w3', 'w2'], 'gen_week') AS new_of_four;
+SELECT count(*) AS claims_of_week FROM idem_claims WHERE namespace = 'gen_week';
+
+-- a rollback releases, in a generation as in the claims table
+BEGIN;
+SELECT idem_claim('rb', 'gen_week') AS in_rolled_back;
+ROLLBACK;
+SELECT idem_claim('rb', 'gen_week') AS after_rollback;
+
+-- release finds the claim in whichever generation holds it
+SELECT idem_release('w1', 'gen_week') AS released_sealed, idem_claimed('w1', 'gen_week') AS still;
+SELECT idem_claim('w1', 'gen_week') AS claimed_again;
+SELECT c.tableoid = (SELECT ('idempotency.claims_g' || max(id))::regclass FROM idem_generations) AS in_open
+  FROM idempotency.claims c JOIN idem_namespaces n ON n.id = c.ns
+ WHERE n.name = 'gen_week' AND c.key = 'w1';
+
+-- an expired claim in a sealed generation counts as absent: a new claim
+-- goes to the open generation, and the old row goes with its generation
+SELECT idem_generation_switch() > 0 AS switched;
+UPDATE idempotency.claims SET claimed_at = claimed_at - interval '8 days'
+ WHERE ns = (SELECT id FROM idem_namespaces WHERE name = 'gen_week') AND key = 'w2';
+SELECT idem_claimed('w2', 'gen_week') AS expired_is_absent, idem_claim('w2', 'gen_week') AS taken_over;
+SELECT count(*) AS rows_of_w2, count(*) FILTER (WHERE expired) AS expired_rows
+  FROM idem_claims WHERE namespace = 'gen_week' AND event_id = 'w2';
+
+-- a generation whose claims have all expired is dropped, table and all
+-- (claims imported with an old claimed_at, in a class of their own)
+SELECT idem_namespace_define('gen_hour', '1 hour 30 minutes');
+SELECT idem_generation_switch() > 0 AS switched;
+SELECT idem_claims_import('h' || i, 'gen_hour', now() - interval '1 hour 29 minutes 59 seconds')
+  FROM generate_series(1, 3) i;
+SELECT idem_generation_switch() > 0 AS switched;   -- seals it
+SELECT ttl_class, state, claims FROM idem_generations WHERE ttl_class = 12 ORDER BY id;
+SELECT pg_sleep(1.2);
+SELECT idem_claimed('h1', 'gen_hour') AS expired_is_absent;
+SELECT idem_purge() >= 3 AS purged_with_drop;   -- the claims table may have some too
+SELECT ttl_class, state, claims FROM idem_generations WHERE ttl_class = 12 ORDER BY id;
+SELECT count(*) = (SELECT count(*) FROM idem_generations) AS one_table_each
+  FROM pg_inherits WHERE inhparent = 'idempotency.claims'::regclass;
+
+-- a longer TTL keeps a generation alive: expiry uses today's TTLs, with
+-- the newest claim of each namespace that the seal found
+SELECT idem_namespace_define('gen_days', '4 days');   -- another class
+SELECT idem_generation_switch() > 0 AS switched;
+SELECT idem_claims_import('long', 'gen_days', now() - interval '3 days') AS imported;
+SELECT idem_generation_switch() > 0 AS switched;
+SELECT idem_purge() AS purged_nothing;
+SELECT idem_claim('long', 'gen_days') AS still_duplicate;
+SELECT idem_namespace_define('gen_days', '2 days');
+SELECT idem_claimed('d1', 'gen_days') AS d1_still_live, idem_claimed('long', 'gen_days') AS long_expired;
+SELECT idem_purge() AS purged_long;
+SELECT ttl_class, state, claims FROM idem_generations WHERE ttl_class = 18 ORDER BY id;
+SELECT idem_claim('long', 'gen_days') AS claimed_anew;
+
+-- generations are the extension's: a plain role cannot switch them
+CREATE ROLE gen_plain;
+SET ROLE gen_plain;
+SELECT idem_generation_switch();
+RESET ROLE;
+DROP ROLE gen_plain;
+
+-- DROP TABLE of a generation by hand: its claims are gone, nothing else
+SELECT idem_claim('hand', 'gen_week') AS claim_hand;
+SELECT idem_generation_switch() > 0 AS switched;
+DO $$
+BEGIN
+    EXECUTE format('DROP TABLE idempotency.%I',
+                   (SELECT 'claims_g' || max(id) FROM idem_generations WHERE ttl_class = 19 AND state = 'sealed'));
+END $$;
+SELECT idem_claimed('hand', 'gen_week') AS dropped_by_hand, idem_claimed('fp', 'gen_week') AS others_kept;
+SELECT idem_claim('hand', 'gen_week') AS claimed_anew;
+
+-- leave no generation behind for the other tests
+SET idempotency.generation_min_ttl = 2147483647;
+DO $$
+DECLARE g int;
+BEGIN
+    FOR g IN SELECT id FROM idempotency.generations LOOP
+        EXECUTE format('DROP TABLE IF EXISTS idempotency.%I', 'claims_g' || g);
+    END LOOP;
+    DELETE FROM idempotency.generations;
+END $$;
+SELECT count(*) AS generations_left FROM idem_generations;
+SELECT idem_claim('w1', 'gen_week') AS back_in_claims_table;
