@@ -6,7 +6,7 @@
 #   make_expired_claims($node, 'db1', 1000, 'x-', 'short');
 #
 # amcheck_claims verifies, with amcheck and heapallindexed, every btree
-# index of idempotency.claims, and of idempotency.requests and
+# index of idempotency.claims and of its generations, and of idempotency.requests and
 # idempotency.tokens where they exist: the extension writes these heaps and
 # their indexes directly, so an index entry it forgot (or one for a tuple
 # that is not there) shows up here.  The index list is read afresh on every
@@ -74,10 +74,15 @@ sub amcheck_claims
 			return 0;
 		}
 	}
-	my $check = $in_recovery eq 't' ? 'bt_index_check' : 'bt_index_parent_check';
+	my $check = $in_recovery =~ /^t/ ? 'bt_index_check' : 'bt_index_parent_check';  # 't' or 'true'
+
+	# the generations of the claims too (src/generation.c)
+	my @tables = (@TABLES, split /\n/, $node->safe_psql($dbname, q{
+		SELECT i.inhrelid::regclass FROM pg_inherits i
+		 WHERE i.inhparent = to_regclass('idempotency.claims') ORDER BY 1}));
 
 	my $all_ok = 1;
-	foreach my $table (@TABLES)
+	foreach my $table (@tables)
 	{
 		# indexrelid::regclass is schema-qualified: idempotency is not on
 		# the search_path of a fresh session
