@@ -403,11 +403,11 @@ COMMENT ON FUNCTION idem_try_lock(text) IS
 --
 -- Purge
 --
-CREATE FUNCTION idem_generation_switch() RETURNS integer
+CREATE FUNCTION idem_generation_switch(namespace text DEFAULT NULL) RETURNS integer
     AS 'MODULE_PATHNAME', 'idem_generation_switch'
     LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION idem_generation_switch() IS
-    'open a new generation for every TTL class now, seal and drop what can be; returns the generations opened';
+COMMENT ON FUNCTION idem_generation_switch(text) IS
+    'open a new generation now for the TTL class of namespace (all classes if NULL), seal and drop what can be; returns the generations opened';
 
 CREATE FUNCTION idem_purge(max_rows bigint DEFAULT NULL)
     RETURNS bigint
@@ -563,7 +563,7 @@ REVOKE ALL ON FUNCTION idem_machine_drop(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_forget_dropped_tables() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_stats_reset() FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_purge(bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION idem_generation_switch() FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_generation_switch(text) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE idem_purge_run(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_table_changed() FROM PUBLIC;
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;

@@ -30,3 +30,16 @@ BEGIN
     ON CONFLICT DO NOTHING;
     RETURN FOUND;
 END $$;
+
+-- Bytes of the claims store: idempotency.claims and its generations
+-- (src/generation.c); what is 'total', 'heap' or 'index'
+CREATE OR REPLACE FUNCTION bench_store_bytes(what text) RETURNS float8
+LANGUAGE sql AS $$
+    SELECT sum(CASE what WHEN 'total' THEN pg_total_relation_size(r)
+                         WHEN 'heap' THEN pg_relation_size(r)
+                         ELSE pg_indexes_size(r) END)::float8
+      FROM (SELECT 'idempotency.claims'::regclass AS r
+            UNION ALL
+            SELECT inhrelid::regclass FROM pg_inherits
+             WHERE inhparent = 'idempotency.claims'::regclass) s
+$$;

@@ -22,6 +22,14 @@
 #
 # The bars are issue 12's.  Timings are in-server (no client round trip).
 
+scale_vacuum_all() {    # idempotency.claims and every generation of it
+    psql_q <<'SQL' >/dev/null
+VACUUM ANALYZE idempotency.claims;
+SELECT format('VACUUM ANALYZE %s', inhrelid::regclass) FROM pg_inherits
+ WHERE inhparent = 'idempotency.claims'::regclass \gexec
+SQL
+}
+
 scale_timed() {     # size round what query
     psql_q -c "INSERT INTO scale_results SELECT $1, $2, '$3', bench_time(\$q\$$4\$q\$)"
 }
@@ -54,13 +62,25 @@ scale_loops() {     # size rounds n
 
 scale_reclaim() {   # size expired
     local s=$1 e=$2 out lsn0 lsn1 t0 t1
-    psql_q -c "SELECT scale_expired($e)" -c "VACUUM ANALYZE idempotency.claims" -c "CHECKPOINT" >/dev/null
-    psql_q -c "INSERT INTO scale_results SELECT $s, 0, 'bytes_before', pg_total_relation_size('idempotency.claims')"
+    psql_q -c "SELECT scale_expired($e)" >/dev/null
+    # the seal: paid once per generation, when it stops taking claims
+    lsn0=$(psql_q -c "SELECT pg_current_wal_insert_lsn()")
+    t0=$(date +%s%N)
+    psql_q -c "SELECT idem_generation_switch('scale_exp')" >/dev/null
+    t1=$(date +%s%N)
+    lsn1=$(psql_q -c "SELECT pg_current_wal_insert_lsn()")
+    psql_q -c "INSERT INTO scale_results VALUES
+               ($s, 0, 'seal_ms', ($t1 - $t0) / 1e6),
+               ($s, 0, 'seal_wal', pg_wal_lsn_diff('$lsn1', '$lsn0'))"
+    psql_q -c "VACUUM ANALYZE idempotency.claims" -c "CHECKPOINT" >/dev/null
+    psql_q -c "INSERT INTO scale_results SELECT $s, 0, 'bytes_before', bench_store_bytes('total')"
     psql_q -c "INSERT INTO scale_results
                SELECT $s, 0, k, (p->>f)::float8
                  FROM scale_explain('SELECT idem_purge()') p,
                       (VALUES ('purge_ms', 'Actual Total Time'), ('purge_hit', 'Shared Hit Blocks'),
                               ('purge_read', 'Shared Read Blocks'), ('purge_wal', 'WAL Bytes')) m(k, f)"
+    # the VACUUM a worker round runs after deleting from idempotency.claims
+    # itself; generations need none, but it is measured all the same
     lsn0=$(psql_q -c "SELECT pg_current_wal_insert_lsn()")
     t0=$(date +%s%N)
     out=$(psql_q -c "VACUUM (VERBOSE) idempotency.claims" 2>&1)
@@ -73,7 +93,7 @@ scale_reclaim() {   # size expired
                ($s, 0, 'vacuum_ms', ($t1 - $t0) / 1e6),
                ($s, 0, 'vacuum_bufs', $bufs),
                ($s, 0, 'vacuum_wal', pg_wal_lsn_diff('$lsn1', '$lsn0'))"
-    psql_q -c "INSERT INTO scale_results SELECT $s, 0, 'bytes_after', pg_total_relation_size('idempotency.claims')"
+    psql_q -c "INSERT INTO scale_results SELECT $s, 0, 'bytes_after', bench_store_bytes('total')"
     psql_q -c "INSERT INTO scale_results
                SELECT $s, 0, k, (p->>f)::float8
                  FROM scale_explain('SELECT idem_purge()') p,
@@ -81,8 +101,37 @@ scale_reclaim() {   # size expired
                               ('empty_read', 'Shared Read Blocks')) m(k, f)"
 }
 
-scale_report() {    # expired n
-    psql_q -v e="$1" -v n="$2" <<'SQL'
+# Steady state: a sustained claim load at SCALE_STEADY_RATE claims/s for
+# 3 TTLs of SCALE_STEADY_TTL seconds (generation_min_ttl lowered so that
+# such a TTL gets generations, and the worker running a round a second);
+# the store's rows against its live ones, sampled every 2 s after the
+# first TTL and a span.  Prints "max_ratio mean_ratio samples".
+scale_steady() {
+    local ttl=${SCALE_STEADY_TTL:-20} rate=${SCALE_STEADY_RATE:-1500} dir=$WORK/steady_gen
+    local q="SELECT round(count(*)::numeric / greatest(count(*) FILTER (WHERE claimed_at > now() - interval '$ttl seconds'), 1), 4)
+               FROM idempotency.claims WHERE ns = (SELECT id FROM idem_namespaces WHERE name = 'scale_steady')"
+    psql_q -c "ALTER SYSTEM SET idempotency.generation_min_ttl = '10s'" \
+           -c "ALTER SYSTEM SET idempotency.purge_interval = '1s'" \
+           -c "ALTER SYSTEM SET idempotency.purge_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
+    psql_q -c "SELECT idem_namespace_define('scale_steady', '$ttl seconds')" \
+           -c "SELECT idem_generation_switch('scale_steady')" >/dev/null
+    rm -rf "$dir"; mkdir_pg "$dir"
+    (cd "$dir" && as_pg pgbench -n -M prepared -c 2 -j 2 -T $((ttl * 3)) -R "$rate" \
+        -f "$IDEM_ROOT/bench/scale_claim.pgbench" postgres >/dev/null 2>&1) &
+    local pid=$! t=0 samples=()
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 2; t=$((t + 2))
+        [ "$t" -gt $((ttl + ttl / 4 + 2)) ] && samples+=("$(psql_q -c "$q")")
+    done
+    wait "$pid" || true
+    psql_q -c "ALTER SYSTEM RESET idempotency.generation_min_ttl" \
+           -c "ALTER SYSTEM RESET idempotency.purge_interval" \
+           -c "ALTER SYSTEM RESET idempotency.purge_enabled" -c "SELECT pg_reload_conf()" >/dev/null
+    printf '%s\n' "${samples[@]}" | awk '{ s += $1; if ($1 > m) m = $1 } END { printf "%s %.4f %d\n", m, s / NR, NR }'
+}
+
+scale_report() {    # expired n steady_max steady_mean steady_samples
+    psql_q -v e="$1" -v n="$2" -v smax="$3" -v smean="$4" -v ssamples="$5" <<'SQL'
 \pset tuples_only off
 \pset format aligned
 \pset footer off
@@ -109,8 +158,12 @@ SELECT to_char(size, 'FM999,999,999') AS "live claims",
        round((((j->>'purge_wal')::float8 + (j->>'vacuum_wal')::float8) / :e)::numeric, 1) AS "WAL bytes per expired",
        pg_size_pretty(((j->>'bytes_before')::float8 - (j->>'bytes_after')::float8)::bigint) AS "given back",
        round(((j->>'empty_ms')::float8 / 1000)::numeric, 2) AS "empty round s",
-       ((j->>'empty_hit')::float8 + (j->>'empty_read')::float8)::bigint AS "its buffers"
+       ((j->>'empty_hit')::float8 + (j->>'empty_read')::float8)::bigint AS "its buffers",
+       round(((j->>'seal_ms')::float8 / 1000)::numeric, 2) AS "seal s",
+       round(((j->>'seal_wal')::float8 / :e)::numeric, 2) AS "seal WAL bytes per claim"
   FROM s ORDER BY size;
+\echo
+SELECT 'steady state, 3 TTLs' AS "generations", :smax AS "max store/live rows", :smean AS "mean", :ssamples AS samples;
 \echo
 WITH big AS (SELECT j FROM s ORDER BY size DESC LIMIT 1),
      one AS (SELECT j FROM s WHERE size = 1000000),
@@ -138,7 +191,9 @@ WITH big AS (SELECT j FROM s ORDER BY size DESC LIMIT 1),
            (b.j->>'ours_new')::float8 / (b.j->>'base_new')::float8, 0.45, '<=' FROM big b
     UNION ALL
     SELECT 7, 'old duplicate / baseline, largest store',
-           (b.j->>'ours_dup')::float8 / (b.j->>'base_dup')::float8, 0.5, '<=' FROM big b)
+           (b.j->>'ours_dup')::float8 / (b.j->>'base_dup')::float8, 0.5, '<=' FROM big b
+    UNION ALL
+    SELECT 8, 'steady state: store rows / live rows, at most', :smax, 1.3, '<=')
 SELECT bar, round(v::numeric, 3) AS value, op || ' ' || lim AS "bar ",
        CASE WHEN v IS NULL THEN 'n/a'
             WHEN (op = '<=' AND v <= lim) OR (op = '>=' AND v >= lim) THEN 'PASS' ELSE 'FAIL' END AS result
@@ -176,19 +231,24 @@ EOF
 bench_scale() {
     local sizes=${SCALE_SIZES:-"0 1000000 10000000 30000000"} e=${SCALE_EXPIRED:-1000000}
     local n=${SCALE_N:-100000} rounds=${SCALE_ROUNDS:-3} prev=0 s
+    local chunk=${SCALE_CHUNK:-6000000} steady
 
     say "scale: stores of $sizes live claims, $e expired, $rounds rounds of $n calls" >&2
     psql_q -f "$IDEM_ROOT/bench/scale.sql" >/dev/null
     for s in $sizes; do
         if [ "$s" -gt "$prev" ]; then
-            psql_q -c "SELECT scale_grow($prev, $s)" >/dev/null
+            psql_q -c "SELECT scale_grow($prev, $s, $chunk)" >/dev/null
             prev=$s
         fi
-        psql_q -c "VACUUM ANALYZE idempotency.claims" -c "VACUUM ANALYZE bench_base" -c "CHECKPOINT" >/dev/null
+        scale_vacuum_all
+        psql_q -c "VACUUM ANALYZE bench_base" -c "CHECKPOINT" >/dev/null
         scale_loops "$s" "$rounds" "$n" >/dev/null
         scale_reclaim "$s" "$e" >/dev/null
         printf '  %s live claims done\n' "$s" >&2
     done
-    scale_report "$e" "$n"
+    steady=$(scale_steady)
+    printf '  steady state measured\n' >&2
+    # shellcheck disable=SC2086
+    scale_report "$e" "$n" $steady
     scale_plot "$n" "$IDEM_ROOT/bench/scale.png"
 }

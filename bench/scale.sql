@@ -1,9 +1,9 @@
 -- bench/scale.sql: objects for the scale benchmark (bench/run scale).
 --
 -- The store grows in steps on both sides with the same ids: claims written
--- straight into idempotency.claims (their key is the UUID's 16 bytes, as
--- idem_claim stores a UUID id), and the baseline's processed-events table
--- (bench_base, in bench/common.sql), through one INSERT ... SELECT each.
+-- straight into the generations of idempotency.claims (their key is the
+-- UUID's 16 bytes, as idem_claim stores a UUID id), and the baseline's
+-- processed-events table (bench_base, in bench/common.sql).
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idempotency;
@@ -17,33 +17,66 @@ CREATE TABLE scale_results (size bigint, round int, what text, v float8);
 CREATE UNLOGGED TABLE scale_ids (id text);
 
 SELECT idem_namespace_define('scale_live', '7 days');
-SELECT idem_namespace_define('scale_short', '1 minute');
+-- expired claims, in a TTL class of their own (1h30: generations, like any
+-- TTL of at least idempotency.generation_min_ttl)
+SELECT idem_namespace_define('scale_exp', '1 hour 30 minutes');
+SELECT idem_generation_switch();
 
 -- the i-th live id, the same on both sides
 CREATE OR REPLACE FUNCTION scale_live_id(i bigint) RETURNS uuid
 LANGUAGE sql IMMUTABLE AS $$ SELECT md5('live-' || i)::uuid $$;
 
--- grow the live store from live ids a+1 .. b on both sides
-CREATE OR REPLACE FUNCTION scale_grow(a bigint, b bigint) RETURNS void
+-- rows of the open generation of a namespace's class
+CREATE OR REPLACE FUNCTION scale_open_rel(p_ns text) RETURNS text
+LANGUAGE sql AS $$
+    SELECT g.relation FROM idem_generations g
+     WHERE g.state = 'open'
+       AND g.ttl_class = (SELECT floor(log(2, extract(epoch FROM ttl)))::int
+                            FROM idem_namespaces WHERE name = p_ns)
+$$;
+
+-- grow the live store from live ids a+1 .. b on both sides: the claims
+-- written straight into the open generation, which is switched whenever
+-- it holds chunk claims, as a week's TTL with generations_per_ttl = 4 and
+-- a steady rate would have it
+CREATE OR REPLACE FUNCTION scale_grow(a bigint, b bigint, chunk bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     ns int := (SELECT id FROM idempotency.namespaces WHERE name = 'scale_live' LIMIT 1);
+    rel text;
+    have bigint;
+    take bigint;
+    i bigint := a;
 BEGIN
-    INSERT INTO idempotency.claims (claimed_at, ns, key)
-        SELECT now(), ns, uuid_send(scale_live_id(g)) FROM generate_series(a + 1, b) g;
+    rel := scale_open_rel('scale_live');
+    EXECUTE format('SELECT count(*) FROM %s', rel) INTO have;
+    WHILE i < b LOOP
+        IF have >= chunk THEN
+            PERFORM idem_generation_switch('scale_live');
+            rel := scale_open_rel('scale_live');
+            have := 0;
+        END IF;
+        take := least(b - i, chunk - have);
+        EXECUTE format('INSERT INTO %s (claimed_at, ns, key)
+                        SELECT now(), $1, uuid_send(scale_live_id(g)) FROM generate_series($2 + 1, $3) g', rel)
+          USING ns, i, i + take;
+        i := i + take;
+        have := have + take;
+    END LOOP;
     INSERT INTO bench_base (namespace, event_id)
         SELECT 'scale', scale_live_id(g)::text FROM generate_series(a + 1, b) g;
 END $$;
 
--- n expired claims, claimed a day ago in a one-minute namespace
+-- n claims claimed a day ago, in the open generation of scale_exp
 CREATE OR REPLACE FUNCTION scale_expired(n bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    ns int := (SELECT id FROM idempotency.namespaces WHERE name = 'scale_short' LIMIT 1);
+    ns int := (SELECT id FROM idempotency.namespaces WHERE name = 'scale_exp' LIMIT 1);
 BEGIN
-    INSERT INTO idempotency.claims (claimed_at, ns, key)
-        SELECT now() - interval '1 day', ns, uuid_send(gen_random_uuid())
-          FROM generate_series(1, n);
+    EXECUTE format('INSERT INTO %s (claimed_at, ns, key)
+                    SELECT now() - interval ''1 day'', $1, uuid_send(gen_random_uuid())
+                      FROM generate_series(1, $2)', scale_open_rel('scale_exp'))
+      USING ns, n;
 END $$;
 
 -- the plan node of an EXPLAIN (ANALYZE, BUFFERS, WAL) of q

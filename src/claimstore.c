@@ -46,16 +46,19 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/nbtree.h"
 #include "access/htup_details.h"
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_am_d.h"
 #include "catalog/index.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -179,7 +182,15 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 	store->catalog = IdemGetCatalog();
 	store->op = op;
 	store->lockmode = op == IDEM_OP_CHECK ? AccessShareLock : RowExclusiveLock;
-	store->heap = table_open(store->catalog.claims, store->lockmode);
+
+	/*
+	 * A claim writes idempotency.claims only if its namespace's class has no
+	 * generation: it locks the table for reading until it knows
+	 * (IdemStoreTarget), so that the maintenance pass can take a SHARE lock
+	 * on it beside claims that go to generations.
+	 */
+	store->heap = table_open(store->catalog.claims,
+							 op == IDEM_OP_CLAIM ? AccessShareLock : store->lockmode);
 	store->layout = IdemClaimRelGet(store->heap, op);
 	if (op == IDEM_OP_RELEASE || op == IDEM_OP_PURGE)
 		CheckCmdReplicaIdentity(store->heap, CMD_DELETE);
@@ -188,7 +199,7 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 
 	memset(&store->root, 0, sizeof(store->root));
 	store->root.opened = true;
-	store->root.locked = store->lockmode;
+	store->root.locked = op == IDEM_OP_CLAIM ? AccessShareLock : store->lockmode;
 	store->root.heap = store->heap;
 	store->root.layout = store->layout;
 	IdemStoreRelIndexesInit(&store->root);
@@ -203,6 +214,29 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 }
 
 /*
+ * Lock an open relation of the store more strongly, for writing: an index
+ * may have been added under the weaker lock, so the layout is read again
+ * (the lock's invalidations have retired a stale one)
+ */
+static void
+IdemStoreRelRelock(IdemStore *store, IdemStoreRel *r, LOCKMODE mode)
+{
+	int			i;
+
+	LockRelationOid(RelationGetRelid(r->heap), mode);
+	r->locked = mode;
+	for (i = 0; i < r->layout->nindexes; i++)
+		if (r->indexes[i] != NULL)
+			index_close(r->indexes[i], NoLock);
+	if (r->indexes != r->inline_indexes)
+		pfree(r->indexes);
+	r->layout = IdemClaimRelGet(r->heap, store->op);
+	IdemStoreRelIndexesInit(r);
+	if (r->gen == NULL)
+		store->layout = r->layout;
+}
+
+/*
  * Open a generation of the store with at least mode; false if its table
  * was dropped since the map was read (only an expired generation is).
  */
@@ -210,33 +244,34 @@ static bool
 IdemStoreRelOpen(IdemStore *store, IdemStoreRel *r, LOCKMODE mode)
 {
 	Oid			relid;
+	LOCKTAG		tag;
 
-	if (r->gen == NULL)
-		return true;			/* the claims table, open from the start */
-	relid = r->gen->relid;
 	if (r->opened)
 	{
 		if (r->gone)
 			return false;
 		if (mode > r->locked)
-		{
-			LockRelationOid(relid, mode);
-			r->locked = mode;
-		}
+			IdemStoreRelRelock(store, r, mode);
 		return true;
 	}
+	relid = r->gen->relid;
 	r->opened = true;
 	if (!OidIsValid(relid))
 	{
 		r->gone = true;
 		return false;
 	}
-	LockRelationOid(relid, mode);
-	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+	if (!LockHeldByMe(&tag, mode))
 	{
-		UnlockRelationOid(relid, mode);
-		r->gone = true;
-		return false;
+		/* not locked yet in this transaction: it may have been dropped */
+		LockRelationOid(relid, mode);
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		{
+			UnlockRelationOid(relid, mode);
+			r->gone = true;
+			return false;
+		}
 	}
 	r->locked = mode;
 	r->heap = relation_open(relid, NoLock);
@@ -483,12 +518,24 @@ IdemStoreRelMayHold(IdemStore *store, IdemStoreRel *r, IdemNamespace *ns,
 	IdemGeneration *g = r->gen;
 
 	if (g == NULL)
-		return true;
+		return IdemGenRootMayHold(ns->id);
 	if (r->opened && r->gone)
 		return false;
 	if (g->state == IDEM_GEN_SEALED)
 		return IdemGenSealedMayHold(g, ns, store->now, fhash);
 	return IdemGenMayHoldNamespace(g->slot, g->id, ns->id);
+}
+
+/*
+ * Has a btree no root page, so that it holds no entry?  _bt_getrootheight
+ * caches the metapage only once there is a root, and gives 0 for a root
+ * that is a leaf too.
+ */
+static inline bool
+IdemIndexIsEmpty(Relation index)
+{
+	return index->rd_rel->relam == BTREE_AM_OID &&
+		_bt_getrootheight(index) == 0 && index->rd_amcache == NULL;
 }
 
 /*
@@ -517,6 +564,15 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 		if (r == target || !IdemStoreRelMayHold(store, r, probe->ns, probe->fhash))
 			continue;
 		if (!IdemStoreRelOpen(store, r, AccessShareLock))
+			continue;
+
+		/*
+		 * An index without a root page holds nothing: reading its metapage
+		 * is cheaper than a probe.  Typically the claims table itself, once
+		 * every class has generations.  (A claimer inserting there after
+		 * this read sees our announcement and probes our generation.)
+		 */
+		if (IdemIndexIsEmpty(IdemStoreIndex(r)))
 			continue;
 		for (;;)
 		{
@@ -634,6 +690,8 @@ IdemInsertSpeculative(IdemProbe *probe)
 	IdemStoreOpenIndexes(r);
 	if (r->gen != NULL)
 		IdemGenAnnounce(r->gen->slot, r->gen->id, ns->id);
+	else
+		IdemGenRootAnnounce(ns->id);
 	if (store->bistate != NULL && store->bistate_relid != RelationGetRelid(r->heap))
 	{
 		FreeBulkInsertState(store->bistate);
@@ -866,7 +924,10 @@ IdemStoreTarget(IdemStore *store, IdemNamespace *ns)
 		IdemStoreRel *r;
 
 		if (g == NULL)
+		{
+			(void) IdemStoreRelOpen(store, &store->root, RowExclusiveLock);
 			return &store->root;
+		}
 		r = &store->rels[g - store->map->gens];
 		if (IdemStoreRelOpen(store, r, RowExclusiveLock) &&
 			IdemGenMapGet() == store->map)

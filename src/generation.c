@@ -48,6 +48,9 @@
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type_d.h"
 #include "commands/extension.h"
+#include "access/genam.h"
+#include "catalog/pg_am_d.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
@@ -84,11 +87,18 @@ static Oid	idem_genmap_table = InvalidOid;	/* idempotency.generations */
 static List *idem_gen_dropped = NIL;
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
+static ExecutorStart_hook_type prev_executor_start = NULL;
+
+/* OID of idempotency.claims, for the write hooks; InvalidOid if none */
+static Oid	idem_gen_root = InvalidOid;
+static bool idem_gen_root_known = false;
 
 /* Forget the map when idempotency.generations changes */
 static void
 IdemGenMapInvalidate(Oid relid)
 {
+	if (relid == InvalidOid || relid == idem_gen_root)
+		idem_gen_root_known = false;
 	if (idem_genmap == NULL)
 		return;
 	if (relid == InvalidOid || relid == idem_genmap_table)
@@ -96,6 +106,60 @@ IdemGenMapInvalidate(Oid relid)
 		idem_genmap = NULL;
 		IdemGenCacheRetire(&idem_genmap_gen);
 	}
+}
+
+/* A schema changed: ours may have come or gone */
+static void
+IdemGenSchemasChanged(void)
+{
+	idem_gen_root_known = false;
+}
+
+/* The OID of idempotency.claims, or InvalidOid; cached */
+static Oid
+IdemGenRootOid(void)
+{
+	if (!idem_gen_root_known)
+	{
+		Oid			schema = get_namespace_oid(IDEM_SCHEMA_NAME, true);
+
+		idem_gen_root = OidIsValid(schema) ? get_relname_relid("claims", schema) : InvalidOid;
+		idem_gen_root_known = true;
+	}
+	return idem_gen_root;
+}
+
+/*
+ * A statement that writes idempotency.claims by hand (INSERT, UPDATE,
+ * MERGE, in SQL or PL/pgSQL) may add claims of any namespace there: fill
+ * its announcement bitmap (genfilter.c).  The statement holds its lock on
+ * the table already, so the maintenance pass cannot empty the bitmap
+ * between this and its writes.
+ */
+static void
+IdemGenExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	if ((eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0 &&
+		queryDesc->plannedstmt->resultRelations != NIL)
+	{
+		ListCell   *lc;
+
+		foreach(lc, queryDesc->plannedstmt->rtable)
+		{
+			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+
+			if (rte->rtekind == RTE_RELATION && rte->rellockmode >= RowExclusiveLock &&
+				OidIsValid(rte->relid) && rte->relid == IdemGenRootOid())
+			{
+				IdemGenRootAnnounceAll();
+				break;
+			}
+		}
+	}
+	if (prev_executor_start)
+		prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
 }
 
 /* Free the shared slots of generations dropped by a committed transaction */
@@ -129,6 +193,23 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					  DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
+
+	/*
+	 * COPY into idempotency.claims (a restore, say): lock the table as COPY
+	 * will, then fill its announcement bitmap, before any row goes in
+	 */
+	if (IsA(parsetree, CopyStmt) && ((CopyStmt *) parsetree)->is_from &&
+		((CopyStmt *) parsetree)->relation != NULL && OidIsValid(IdemGenRootOid()))
+	{
+		Oid			relid = RangeVarGetRelid(((CopyStmt *) parsetree)->relation,
+											 NoLock, true);
+
+		if (OidIsValid(relid) && relid == IdemGenRootOid())
+		{
+			LockRelationOid(relid, RowExclusiveLock);
+			IdemGenRootAnnounceAll();
+		}
+	}
 
 	if (IsA(parsetree, DropStmt) &&
 		((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION)
@@ -198,9 +279,12 @@ IdemGenerationInit(void)
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	IdemInvalOnRelcache(IdemGenMapInvalidate);
+	IdemInvalOnSchemas(IdemGenSchemasChanged);
 	RegisterXactCallback(IdemGenXactCallback, NULL);
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = IdemGenProcessUtility;
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = IdemGenExecutorStart;
 }
 
 /* The name of a generation's table */
@@ -331,34 +415,11 @@ IdemGenMapGet(void)
 	return idem_genmap;
 }
 
-/* Seconds of a namespace's TTL, months counted as 30 days */
-static double
-IdemTtlSeconds(const Interval *ttl)
-{
-	return ttl->month * 30.0 * SECS_PER_DAY + ttl->day * (double) SECS_PER_DAY +
-		ttl->time / (double) USECS_PER_SEC;
-}
-
-/* The TTL class of a TTL: floor(log2(seconds)) */
-static int32
-IdemTtlClass(const Interval *ttl)
-{
-	double		secs = IdemTtlSeconds(ttl);
-	int32		c = 0;
-
-	while (c < 62 && secs >= 2.0)
-	{
-		secs /= 2.0;
-		c++;
-	}
-	return c;
-}
-
 /* The TTL class of a namespace's claims */
 int32
 IdemGenClassOf(const IdemNamespace *ns)
 {
-	return IdemTtlClass(&ns->ttl);
+	return ns->ttl_class;
 }
 
 /* The open generation new claims of ns go to, or NULL for the claims table */
@@ -737,6 +798,49 @@ IdemGenDrop(IdemGeneration *gen, int64 *claims)
 	return true;
 }
 
+/*
+ * Empty the announcement bitmap of idempotency.claims if the table's
+ * unique index holds no entry at all, dead or alive, while nobody can be
+ * writing it: a SHARE lock, taken without waiting and kept to the end of
+ * the transaction.  Every writer that comes after announces again.  So
+ * claims of namespaces with generations skip the table once it is empty.
+ */
+static void
+IdemGenRootSweep(void)
+{
+	Oid			relid = IdemGetCatalog().claims;
+	Relation	heap;
+	List	   *indexes;
+	ListCell   *lc;
+	bool		empty = false;
+
+	if (!ConditionalLockRelationOid(relid, ShareLock))
+		return;
+	heap = table_open(relid, NoLock);
+	indexes = RelationGetIndexList(heap);
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+
+		if (index->rd_index->indisunique && index->rd_index->indisvalid &&
+			index->rd_rel->relam == BTREE_AM_OID)
+		{
+			IndexScanDesc scan = index_beginscan(heap, index, SnapshotAny, 0, 0);
+
+			index_rescan(scan, NULL, 0, NULL, 0);
+			empty = index_getnext_tid(scan, ForwardScanDirection) == NULL;
+			index_endscan(scan);
+			index_close(index, NoLock);
+			break;
+		}
+		index_close(index, NoLock);
+	}
+	list_free(indexes);
+	table_close(heap, NoLock);
+	if (empty)
+		IdemGenRootClear();
+}
+
 /* Opened_at of each generation, read with the rest for maintenance */
 typedef struct IdemGenAge
 {
@@ -762,14 +866,15 @@ IdemGenAgeRow(HeapTuple tuple, TupleDesc desc, void *arg)
 
 /*
  * One maintenance pass, in the caller's transaction: open generations for
- * the TTL classes in use, switch those older than their span (all of them
- * with force), seal the
+ * the TTL classes in use, switch those older than their span (and class
+ * force_class whatever its age: IDEM_GEN_ALL_CLASSES for all of them, -1
+ * for none), seal the
  * closed ones nobody inserts into any more, and drop the sealed ones whose
  * claims have all expired.  Never waits for a lock: a step that would is
  * left to the next pass.  A concurrent pass makes this one do nothing.
  */
 void
-IdemGenMaintain(bool force, IdemGenMaintenance *done)
+IdemGenMaintain(int32 force_class, IdemGenMaintenance *done)
 {
 	LOCKTAG		tag;
 	IdemNamespace *nss;
@@ -843,7 +948,8 @@ IdemGenMaintain(bool force, IdemGenMaintenance *done)
 			IdemGenAge *a = lfirst(lc);
 
 			if (a->id != g->id ||
-				(!force && now < a->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC)))
+				(force_class != IDEM_GEN_ALL_CLASSES && force_class != g->ttl_class &&
+				 now < a->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC)))
 				continue;
 			if (in_use)
 				IdemGenOpen(g->ttl_class, g);
@@ -881,23 +987,36 @@ IdemGenMaintain(bool force, IdemGenMaintenance *done)
 		else
 			done->skipped++;
 	}
+	IdemGenRootSweep();
 	CommandCounterIncrement();
 }
 
 /*
- * idem_generation_switch() returns integer
+ * idem_generation_switch(namespace text DEFAULT NULL) returns integer
  *
- * Switches every TTL class in use to a new generation now, seals what no
- * claimer holds any more and drops what has expired, as the next purge
- * round would; returns the number of generations opened.  For operators
- * and tests; administrators only.
+ * Switches the TTL class of namespace (every class in use if NULL) to a
+ * new generation now, seals what no claimer holds any more and drops what
+ * has expired, as the next purge round would; returns the number of
+ * generations opened.  For operators and tests; administrators only.
  */
 Datum
 idem_generation_switch(PG_FUNCTION_ARGS)
 {
 	IdemGenMaintenance done;
+	int32		c = IDEM_GEN_ALL_CLASSES;
 
 	PreventCommandIfReadOnly("idem_generation_switch()");
-	IdemGenMaintain(true, &done);
+	if (!PG_ARGISNULL(0))
+	{
+		IdemNamespace ns;
+
+		if (!IdemNamespaceGet(PG_GETARG_TEXT_PP(0), false, &ns))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("namespace \"%s\" does not exist",
+							text_to_cstring(PG_GETARG_TEXT_PP(0)))));
+		c = IdemGenClassOf(&ns);
+	}
+	IdemGenMaintain(c, &done);
 	PG_RETURN_INT32(done.opened);
 }

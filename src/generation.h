@@ -53,6 +53,9 @@ typedef struct IdemGenMaintenance
 	int			skipped;		/* steps left for later: locks in use */
 } IdemGenMaintenance;
 
+/* force_class of IdemGenMaintain: switch every class */
+#define IDEM_GEN_ALL_CLASSES	(-2)
+
 /* GUCs */
 extern int	idem_generation_min_ttl;
 extern int	idem_generations_per_ttl;
@@ -63,6 +66,6 @@ extern int32 IdemGenClassOf(const IdemNamespace *ns);
 extern IdemGeneration *IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns);
 extern bool IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now, uint64 fhash);
-extern void IdemGenMaintain(bool force, IdemGenMaintenance *done);
+extern void IdemGenMaintain(int32 force_class, IdemGenMaintenance *done);
 
 #endif							/* IDEM_GENERATION_H */

@@ -27,6 +27,12 @@
  *	   set, since nobody knows what was announced before; only the session
  *	   that creates a generation starts its bitmap empty.
  *
+ * idempotency.claims itself has such a bitmap too, which starts full: our
+ * claims announce in it, any SQL write to the table fills it (an executor
+ * and a COPY hook in generation.c), and the maintenance pass empties it
+ * only while no transaction can be writing the table and its index holds
+ * no entry at all.
+ *
  * Readers take no lock.  A slot is freed only when its generation is
  * dropped, and freeing clears the slot's generation id before its memory
  * can be reused; a reader checks the id before and after reading, so a
@@ -65,6 +71,7 @@ typedef struct IdemGenShared
 {
 	LWLock	   *lock;			/* taken to create, load or free a slot */
 	uint64		arena_size;
+	pg_atomic_uint64 rootbits[IDEM_GEN_NS_WORDS];	/* idempotency.claims */
 	IdemGenSlot slots[IDEM_GEN_SLOTS];
 } IdemGenShared;
 
@@ -119,6 +126,8 @@ IdemGenFilterShmemInit(void)
 		return;
 	idem_gen_shared->lock = idem_shared->lock;
 	idem_gen_shared->arena_size = (uint64) idem_filter_memory_kb * 1024;
+	for (i = 0; i < IDEM_GEN_NS_WORDS; i++)
+		pg_atomic_init_u64(&idem_gen_shared->rootbits[i], PG_UINT64_MAX);
 	for (i = 0; i < IDEM_GEN_SLOTS; i++)
 	{
 		IdemGenSlot *s = &idem_gen_shared->slots[i];
@@ -283,10 +292,18 @@ IdemGenAnnounce(int slot, int32 gen_id, int32 nsid)
 {
 	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
 
+	pg_atomic_uint64 *word;
+
 	if (!IdemGenSlotIs(slot, gen_id))
 		return;
-	(void) pg_atomic_fetch_or_u64(&idem_gen_shared->slots[slot].nsbits[bit / 64],
-								  UINT64CONST(1) << (bit % 64));
+	word = &idem_gen_shared->slots[slot].nsbits[bit / 64];
+	/* set once by the first claimer: no write to a line every backend reads */
+	if ((pg_atomic_read_u64(word) & (UINT64CONST(1) << (bit % 64))) != 0)
+	{
+		pg_memory_barrier();
+		return;
+	}
+	(void) pg_atomic_fetch_or_u64(word, UINT64CONST(1) << (bit % 64));
 }
 
 /*
@@ -410,4 +427,65 @@ IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
 	if (!IdemGenFilterReady(slot, gen_id))
 		return -1;
 	return maybe ? 1 : 0;
+}
+
+/* Announce a claim of nsid about to be inserted into idempotency.claims */
+void
+IdemGenRootAnnounce(int32 nsid)
+{
+	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
+	pg_atomic_uint64 *word;
+
+	if (idem_gen_shared == NULL)
+		return;
+	word = &idem_gen_shared->rootbits[bit / 64];
+	if ((pg_atomic_read_u64(word) & (UINT64CONST(1) << (bit % 64))) != 0)
+	{
+		pg_memory_barrier();
+		return;
+	}
+	(void) pg_atomic_fetch_or_u64(word, UINT64CONST(1) << (bit % 64));
+}
+
+/* Something writes idempotency.claims by hand: any namespace may follow */
+void
+IdemGenRootAnnounceAll(void)
+{
+	int			w;
+
+	if (idem_gen_shared == NULL)
+		return;
+	for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
+		if (pg_atomic_read_u64(&idem_gen_shared->rootbits[w]) != PG_UINT64_MAX)
+			(void) pg_atomic_fetch_or_u64(&idem_gen_shared->rootbits[w], PG_UINT64_MAX);
+	pg_memory_barrier();
+}
+
+/* Might idempotency.claims hold claims of nsid?  true when unsure */
+bool
+IdemGenRootMayHold(int32 nsid)
+{
+	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
+
+	if (idem_gen_shared == NULL)
+		return true;
+	pg_memory_barrier();
+	return (pg_atomic_read_u64(&idem_gen_shared->rootbits[bit / 64]) &
+			(UINT64CONST(1) << (bit % 64))) != 0;
+}
+
+/*
+ * idempotency.claims holds no entry and nobody can be writing it (the
+ * caller holds a SHARE lock on it): forget every announcement
+ */
+void
+IdemGenRootClear(void)
+{
+	int			w;
+
+	if (idem_gen_shared == NULL)
+		return;
+	for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
+		pg_atomic_write_u64(&idem_gen_shared->rootbits[w], 0);
+	pg_memory_barrier();
 }

@@ -50,5 +50,9 @@ extern bool IdemGenFilterReady(int slot, int32 gen_id);
 extern bool IdemGenFilterLoad(int slot, int32 gen_id, const char *bits,
 							  Size len, int nhashes);
 extern int	IdemGenFilterTest(int slot, int32 gen_id, uint64 hash);
+extern void IdemGenRootAnnounce(int32 nsid);
+extern void IdemGenRootAnnounceAll(void);
+extern bool IdemGenRootMayHold(int32 nsid);
+extern void IdemGenRootClear(void);
 
 #endif							/* IDEM_GENFILTER_H */

@@ -247,6 +247,33 @@ IdemNamespaceSetTtl(IdemNamespace *ns, const Interval *ttl)
 	ns->ttl = *ttl;
 	ns->ttl_is_exact = (ttl->month == 0);
 	ns->ttl_usecs = ttl->day * USECS_PER_DAY + ttl->time;
+	ns->ttl_class = IdemTtlClass(ttl);
+}
+
+/* Seconds of a TTL, months counted as 30 days */
+double
+IdemTtlSeconds(const Interval *ttl)
+{
+	return ttl->month * 30.0 * SECS_PER_DAY + ttl->day * (double) SECS_PER_DAY +
+		ttl->time / (double) USECS_PER_SEC;
+}
+
+/*
+ * The TTL class of a TTL, floor(log2(seconds)): claims of one class share
+ * a chain of generations (generation.c)
+ */
+int32
+IdemTtlClass(const Interval *ttl)
+{
+	double		secs = IdemTtlSeconds(ttl);
+	int32		c = 0;
+
+	while (c < 62 && secs >= 2.0)
+	{
+		secs /= 2.0;
+		c++;
+	}
+	return c;
 }
 
 /* Collects the (id, ttl) rows of IdemNamespaceLoadAll */

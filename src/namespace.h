@@ -21,6 +21,7 @@ typedef struct IdemNamespace
 	Interval	ttl;			/* lifetime of a claim */
 	bool		ttl_is_exact;	/* ttl has no month part */
 	int64		ttl_usecs;		/* if so, its length in microseconds */
+	int32		ttl_class;		/* floor(log2(TTL in seconds)): generation.c */
 	bool		tentative;		/* loaded in the current transaction */
 	struct IdemStatsEntry *stats;	/* shared counters, or NULL */
 } IdemNamespace;
@@ -37,6 +38,8 @@ extern bool IdemNamespaceGet(const text *name, bool create,
 extern TimestampTz IdemNamespaceExpiry(const IdemNamespace *ns,
 									   TimestampTz claimed_at);
 extern void IdemValidateTtl(const Interval *ttl);
+extern int32 IdemTtlClass(const Interval *ttl);
+extern double IdemTtlSeconds(const Interval *ttl);
 extern IdemNamespace *IdemNamespaceLoadAll(int *count);
 extern uint64 IdemNamespaceCompact(void);
 

@@ -789,7 +789,7 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 	PG_TRY();
 	{
 		PushActiveSnapshot(GetTransactionSnapshot());
-		IdemGenMaintain(false, &done);
+		IdemGenMaintain(-1, &done);
 		IdemPurgeXactCommit();
 	}
 	PG_CATCH();
@@ -967,7 +967,7 @@ IdemPurgeGenerationsHere(void)
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
-		IdemGenMaintain(false, &done);
+		IdemGenMaintain(-1, &done);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
