@@ -83,6 +83,29 @@ SELECT idem_purge() AS purged_long;
 SELECT ttl_class, state, claims FROM idem_generations WHERE ttl_class = 18 ORDER BY id;
 SELECT idem_claim('long', 'gen_days') AS claimed_anew;
 
+-- DDL on idempotency.claims reaches every generation: an added column is
+-- refused for claims wherever they go, and a generation opened after the
+-- column is dropped (so without the dropped column) works beside older ones
+SELECT idem_generation_switch('gen_week') AS opened;
+ALTER TABLE idempotency.claims ADD COLUMN extra text;
+SELECT idem_claim('ddl-1', 'gen_week');   -- error: the added column
+ALTER TABLE idempotency.claims DROP COLUMN extra;
+SELECT idem_claim('ddl-1', 'gen_week') AS after_drop_column;
+SELECT idem_generation_switch('gen_week') AS opened;
+SELECT idem_claim('ddl-1', 'gen_week') AS dup_across_layouts, idem_claim('ddl-2', 'gen_week') AS new_in_new_layout;
+SELECT count(*) AS ddl_claims FROM idem_claims WHERE namespace = 'gen_week' AND event_id LIKE 'ddl-%';
+-- row-level security on idempotency.claims is refused for claims in
+-- generations too, for the roles it applies to
+CREATE ROLE gen_tenant;
+GRANT SELECT, INSERT, DELETE ON idempotency.claims TO gen_tenant;
+ALTER TABLE idempotency.claims ENABLE ROW LEVEL SECURITY;
+SET ROLE gen_tenant;
+SELECT idem_claim('rls-1', 'gen_week');   -- error: row-level security
+RESET ROLE;
+ALTER TABLE idempotency.claims DISABLE ROW LEVEL SECURITY;
+REVOKE ALL ON idempotency.claims FROM gen_tenant;
+DROP ROLE gen_tenant;
+
 -- generations are the extension's: a plain role cannot switch them
 CREATE ROLE gen_plain;
 SET ROLE gen_plain;

@@ -66,7 +66,7 @@ static uint64 idem_cache_nsets = 0;
 static bool idem_cache_local_tried = false;
 
 /* Lengths of the claims heaps, as last seen in this transaction */
-#define IDEM_CACHE_LENGTHS		8
+#define IDEM_CACHE_LENGTHS		32
 static IdemRelFile idem_cache_node[IDEM_CACHE_LENGTHS];
 static BlockNumber idem_cache_nblocks[IDEM_CACHE_LENGTHS];
 static int	idem_cache_nlengths = 0;

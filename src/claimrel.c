@@ -64,7 +64,7 @@
  * Layouts of the claims table and of its generations (generation.c), all
  * in one generation of memory: an invalidation of any of them drops all.
  */
-#define IDEM_CLAIMREL_MAX	16
+#define IDEM_CLAIMREL_MAX	64
 
 static IdemGenCache idem_claimrel_gen = IDEM_GEN_CACHE_INIT("idempotency claims layout");
 static IdemClaimRel *idem_claimrel[IDEM_CLAIMREL_MAX];

@@ -161,7 +161,11 @@ IdemStoreLoadMap(IdemStore *store)
 		IdemStoreRelClose(&store->rels[i]);
 	if (store->rels != NULL)
 		pfree(store->rels);
+	for (i = 0; i < store->nextra; i++)
+		IdemStoreRelClose(&store->extra[i]);
+	store->nextra = 0;
 	store->map = IdemGenMapGet();
+	store->opens = store->map->opens;
 	store->nrels = store->map->ngens;
 	store->rels = palloc0(sizeof(IdemStoreRel) * Max(store->nrels, 1));
 	for (i = 0; i < store->nrels; i++)
@@ -206,6 +210,9 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 	store->map = NULL;
 	store->nrels = 0;
 	store->rels = NULL;
+	store->nextra = 0;
+	store->maxextra = 0;
+	store->extra = NULL;
 	if (op != IDEM_OP_PURGE)
 		IdemStoreLoadMap(store);
 	store->bistate = bulk ? GetBulkInsertState() : NULL;
@@ -321,7 +328,76 @@ IdemStoreClose(IdemStore *store)
 		IdemStoreRelClose(&store->rels[i]);
 	if (store->rels != NULL)
 		pfree(store->rels);
+	for (i = 0; i < store->nextra; i++)
+		IdemStoreRelClose(&store->extra[i]);
+	if (store->extra != NULL)
+		pfree(store->extra);
 	IdemStoreRelClose(&store->root);
+}
+
+/*
+ * Catch up with switches that committed after the store's map was read,
+ * whose invalidations this backend may not have processed yet (it holds
+ * every lock it needs already, say, in a batch): if the count of opens
+ * moved, read the generations afresh and add the new ones to those the
+ * operation looks at.  A switch counts before it commits, and a claimer
+ * reads the count after its insertion, so of a claimer in the old open
+ * generation and one in the new, one sees the other (see genfilter.c).
+ */
+static void
+IdemStoreCatchUp(IdemStore *store)
+{
+	uint64		opens = IdemGenOpensRead();
+	IdemGenMap *fresh;
+	int			i;
+	int			j;
+
+	if (store->map == NULL ||
+		(opens != PG_UINT64_MAX && opens == store->opens))
+		return;
+	fresh = IdemGenMapFresh();
+	store->opens = fresh->opens;
+	for (i = 0; i < fresh->ngens; i++)
+	{
+		IdemGeneration *g = &fresh->gens[i];
+		bool		known = false;
+
+		for (j = 0; j < store->nrels && !known; j++)
+			known = (store->rels[j].gen_id == g->id);
+		for (j = 0; j < store->nextra && !known; j++)
+			known = (store->extra[j].gen_id == g->id);
+		if (known)
+			continue;
+		if (store->nextra == store->maxextra)
+		{
+			store->maxextra = Max(4, store->maxextra * 2);
+			store->extra = store->extra == NULL ?
+				palloc(sizeof(IdemStoreRel) * store->maxextra) :
+				repalloc(store->extra, sizeof(IdemStoreRel) * store->maxextra);
+		}
+		memset(&store->extra[store->nextra], 0, sizeof(IdemStoreRel));
+		store->extra[store->nextra].gen = g;
+		store->extra[store->nextra].gen_id = g->id;
+		store->nextra++;
+	}
+}
+
+/* The i-th relation of the store: the claims table, then generations */
+static inline IdemStoreRel *
+IdemStoreRelAt(IdemStore *store, int i)
+{
+	if (i == 0)
+		return &store->root;
+	if (i <= store->nrels)
+		return &store->rels[i - 1];
+	return &store->extra[i - 1 - store->nrels];
+}
+
+/* How many relations IdemStoreRelAt serves */
+static inline int
+IdemStoreNumRels(IdemStore *store)
+{
+	return 1 + store->nrels + store->nextra;
 }
 
 /* The cache tag of a relation: the low bits of its generation id */
@@ -554,12 +630,12 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 {
 	IdemStore  *store = probe->store;
 	IdemStoreRel *target = probe->rel;
-	int			n = store->nrels + 1;
 	int			i;
 
-	for (i = 0; i < n; i++)
+	IdemStoreCatchUp(store);
+	for (i = 0; i < IdemStoreNumRels(store); i++)
 	{
-		IdemStoreRel *r = i == 0 ? &store->root : &store->rels[i - 1];
+		IdemStoreRel *r = IdemStoreRelAt(store, i);
 
 		if (r == target || !IdemStoreRelMayHold(store, r, probe->ns, probe->fhash))
 			continue;
@@ -926,7 +1002,10 @@ IdemStoreTarget(IdemStore *store, IdemNamespace *ns)
 		if (g == NULL)
 		{
 			(void) IdemStoreRelOpen(store, &store->root, RowExclusiveLock);
-			return &store->root;
+			if (IdemGenMapGet() == store->map)
+				return &store->root;
+			IdemStoreLoadMap(store);
+			continue;
 		}
 		r = &store->rels[g - store->map->gens];
 		if (IdemStoreRelOpen(store, r, RowExclusiveLock) &&
@@ -1144,9 +1223,10 @@ IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns, const bytea *key)
 						&snap, &probe) != NULL &&
 		!IdemProbeExpired(store, ns, &probe))
 		return true;
-	for (i = 0; i <= store->nrels; i++)
+	IdemStoreCatchUp(store);
+	for (i = 0; i < IdemStoreNumRels(store); i++)
 	{
-		IdemStoreRel *r = i == 0 ? &store->root : &store->rels[i - 1];
+		IdemStoreRel *r = IdemStoreRelAt(store, i);
 
 		if (!IdemStoreRelMayHoldRead(store, r, ns, fhash) ||
 			!IdemStoreRelOpen(store, r, AccessShareLock))
@@ -1173,9 +1253,10 @@ IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
 	int			waits = 0;
 	int			i;
 
-	for (i = 0; i <= store->nrels; i++)
+	IdemStoreCatchUp(store);
+	for (i = 0; i < IdemStoreNumRels(store); i++)
 	{
-		IdemStoreRel *r = i == 0 ? &store->root : &store->rels[i - 1];
+		IdemStoreRel *r = IdemStoreRelAt(store, i);
 		IdemRowResult result;
 
 		if (!IdemStoreRelMayHoldRead(store, r, ns, fhash) ||

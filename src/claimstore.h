@@ -68,6 +68,10 @@ typedef struct IdemStore
 	struct IdemGenMap *map;		/* the generations, or NULL (the purge) */
 	int			nrels;			/* generations: parallel to map->gens */
 	IdemStoreRel *rels;
+	uint64		opens;			/* generations opened, as of the map */
+	int			nextra;			/* generations opened since map was read */
+	int			maxextra;
+	IdemStoreRel *extra;
 	LOCKMODE	lockmode;
 	BulkInsertState bistate;	/* for batches, else NULL */
 	Oid			bistate_relid;	/* the relation bistate serves */

@@ -55,6 +55,7 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -221,7 +222,8 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			Node	   *name = lfirst(lc);
 
 			if (IsA(name, String) && strcmp(strVal(name), "idempotency") == 0 &&
-				OidIsValid(get_extension_oid("idempotency", true)))
+				OidIsValid(get_extension_oid("idempotency", true)) &&
+				pg_extension_ownercheck(get_extension_oid("idempotency", true), GetUserId()))
 			{
 				Oid			schema = get_namespace_oid(IDEM_SCHEMA_NAME, true);
 				Oid			claims = OidIsValid(schema) ?
@@ -249,6 +251,7 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					}
 					CommandCounterIncrement();
 				}
+				IdemGenDbForget();
 			}
 		}
 	}
@@ -390,29 +393,69 @@ IdemGenLoad(MemoryContext cxt, int *count)
  * The live generations, as last committed.  Valid until the end of the
  * transaction even if replaced meanwhile; compare versions to notice.
  */
+/* Build a map in cxt: the count of opens first, then the rows */
+static IdemGenMap *
+IdemGenMapBuild(MemoryContext cxt)
+{
+	IdemGenMap *map = MemoryContextAllocZero(cxt, sizeof(IdemGenMap));
+	int			i;
+
+	map->opens = IdemGenOpensRead();
+	map->gens = IdemGenLoad(cxt, &map->ngens);
+	map->version = ++idem_genmap_version;
+	for (i = 0; i < map->ngens; i++)
+		if (map->gens[i].state != IDEM_GEN_SEALED)
+			map->gens[i].slot = IdemGenSlotFind(map->gens[i].id, true, false);
+	return map;
+}
+
+/* Forget the map at the end of a transaction that read it in parallel mode */
+static void
+IdemGenMapReset(void)
+{
+	idem_genmap = NULL;
+}
+
+/*
+ * The live generations, as last committed.  Valid until the end of the
+ * transaction even if replaced meanwhile; compare versions to notice.
+ */
 IdemGenMap *
 IdemGenMapGet(void)
 {
 	while (idem_genmap == NULL)
 	{
 		uint64		start = IdemInvalCounter();
-		MemoryContext cxt = IdemGenCacheContext(&idem_genmap_gen);
 		IdemGenMap *map;
-		int			i;
 
 		idem_genmap_table = get_relname_relid("generations", IdemGetCatalog().schema);
-		map = MemoryContextAllocZero(cxt, sizeof(IdemGenMap));
-		map->gens = IdemGenLoad(cxt, &map->ngens);
-		map->version = ++idem_genmap_version;
-		for (i = 0; i < map->ngens; i++)
-			if (map->gens[i].state != IDEM_GEN_SEALED)
-				map->gens[i].slot = IdemGenSlotFind(map->gens[i].id, true, false);
+		map = IdemGenMapBuild(IdemGenCacheContext(&idem_genmap_gen));
 		if (IdemInvalCounter() == start)
+		{
 			idem_genmap = map;
+			if (IsInParallelMode())
+				IdemGenCacheResetAtEnd(&idem_genmap_gen, IdemGenMapReset);	/* read under the query's snapshot */
+		}
 		else
 			IdemGenCacheRetire(&idem_genmap_gen);	/* changed meanwhile */
 	}
 	return idem_genmap;
+}
+
+/*
+ * A map read afresh now, in the current memory context, whatever the cache
+ * says (a switch may have committed without our having processed its
+ * invalidation yet); the cached map is dropped too.
+ */
+IdemGenMap *
+IdemGenMapFresh(void)
+{
+	if (idem_genmap != NULL)
+	{
+		idem_genmap = NULL;
+		IdemGenCacheRetire(&idem_genmap_gen);
+	}
+	return IdemGenMapBuild(CurrentMemoryContext);
 }
 
 /* The TTL class of a namespace's claims */
@@ -527,12 +570,22 @@ IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,
 	return t != 0;
 }
 
-/* Run one statement on the internal tables as their owner */
-static void
+/* Run one statement on the internal tables as their owner; rows processed */
+static uint64
 IdemGenRun(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
 {
-	(void) IdemOwnerRun(IdemGetCatalog().claims, 0, sql, nargs, types, values,
+	return IdemOwnerRun(IdemGetCatalog().claims, 0, sql, nargs, types, values,
 						nulls, NULL, NULL);
+}
+
+/* A step's row changed under the pass (a concurrent pass, or by hand) */
+static void
+IdemGenChanged(int32 id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("generation %d changed during maintenance", id),
+			 errhint("The next purge round goes on from its new state.")));
 }
 
 /* Read one int8 column of a one-row result */
@@ -575,15 +628,18 @@ IdemGenOpen(int32 c, IdemGeneration *old)
 	if (old != NULL)
 	{
 		values[0] = Int32GetDatum(old->id);
-		IdemGenRun("UPDATE idempotency.generations SET state = 'closed', closed_at = now()"
-				   " WHERE id = $1 AND state = 'open'",
-				   1, types, values, NULL);
+		if (IdemGenRun("UPDATE idempotency.generations SET state = 'closed', closed_at = now()"
+					   " WHERE id = $1 AND state = 'open'",
+					   1, types, values, NULL) != 1)
+			IdemGenChanged(old->id);
 	}
 	values[0] = Int32GetDatum((int32) id);
 	values[1] = Int32GetDatum(c);
+	/* counted first: a claimer that sees the count move reads the map again */
+	IdemGenOpensBump();
+	(void) IdemGenSlotFind((int32) id, true, true);
 	IdemGenRun("INSERT INTO idempotency.generations (id, ttl_class, state) VALUES ($1, $2, 'open')",
 			   2, types, values, NULL);
-	(void) IdemGenSlotFind((int32) id, true, true);
 }
 
 /* Close an open generation without a successor: its class has no namespace */
@@ -593,9 +649,10 @@ IdemGenClose(IdemGeneration *gen)
 	Oid			type = INT4OID;
 	Datum		value = Int32GetDatum(gen->id);
 
-	IdemGenRun("UPDATE idempotency.generations SET state = 'closed', closed_at = now()"
-			   " WHERE id = $1 AND state = 'open'",
-			   1, &type, &value, NULL);
+	if (IdemGenRun("UPDATE idempotency.generations SET state = 'closed', closed_at = now()"
+				   " WHERE id = $1 AND state = 'open'",
+				   1, &type, &value, NULL) != 1)
+		IdemGenChanged(gen->id);
 }
 
 /* Per namespace, the newest claimed_at a seal found */
@@ -723,15 +780,16 @@ IdemGenSeal(IdemGeneration *gen)
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[4] = PointerGetDatum(bits);
 	values[5] = Int32GetDatum(filter.nhashes);
-	IdemGenRun("UPDATE idempotency.generations SET state = 'sealed', sealed_at = now(),"
-			   " claims = $2, namespaces = $3, last_claimed = $4, filter = $5, filter_hashes = $6"
-			   " WHERE id = $1 AND state = 'closed'",
-			   6, types, values, NULL);
+	if (IdemGenRun("UPDATE idempotency.generations SET state = 'sealed', sealed_at = now(),"
+				   " claims = $2, namespaces = $3, last_claimed = $4, filter = $5, filter_hashes = $6"
+				   " WHERE id = $1 AND state = 'closed'",
+				   6, types, values, NULL) != 1)
+		IdemGenChanged(gen->id);
 
-	/* the filter is valid from now on: no claim can enter the generation */
-	gen->slot = IdemGenSlotFind(gen->id, true, false);
-	(void) IdemGenFilterLoad(gen->slot, gen->id, (const char *) filter.bits, len,
-							 filter.nhashes);
+	/*
+	 * The filter goes into shared memory only from the committed row, when
+	 * a claimer first needs it: this transaction may still roll back.
+	 */
 	pfree(filter.bits);
 	pfree(bits);
 	return true;
@@ -839,6 +897,8 @@ IdemGenRootSweep(void)
 	table_close(heap, NoLock);
 	if (empty)
 		IdemGenRootClear();
+	/* the clearing is not transactional: writers may go on at once */
+	UnlockRelationOid(relid, ShareLock);
 }
 
 /* Opened_at of each generation, read with the rest for maintenance */
@@ -889,6 +949,12 @@ IdemGenMaintain(int32 force_class, IdemGenMaintenance *done)
 	int			j;
 
 	memset(done, 0, sizeof(*done));
+	if (IsolationUsesXactSnapshot())
+	{
+		/* it reads the latest state, and could not write it under an old snapshot */
+		done->skipped++;
+		return;
+	}
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, IDEM_GEN_LOCK_FIELD4);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
 	{
@@ -988,6 +1054,19 @@ IdemGenMaintain(int32 force_class, IdemGenMaintenance *done)
 			done->skipped++;
 	}
 	IdemGenRootSweep();
+
+	/* slots of generations dropped, or opened by transactions that aborted */
+	{
+		int32	   *live = palloc(sizeof(int32) * Max(ngens + done->opened, 1));
+		int			nlive = 0;
+
+		CommandCounterIncrement();
+		pfree(gens);
+		gens = IdemGenLoad(CurrentMemoryContext, &ngens);
+		for (i = 0; i < ngens; i++)
+			live[nlive++] = gens[i].id;
+		IdemGenSlotSweep(live, nlive);
+	}
 	CommandCounterIncrement();
 }
 

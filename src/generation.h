@@ -39,6 +39,7 @@ typedef struct IdemGeneration
 typedef struct IdemGenMap
 {
 	uint64		version;		/* changes whenever the map is rebuilt */
+	uint64		opens;			/* IdemGenOpensRead() before it was read */
 	int			ngens;
 	IdemGeneration *gens;
 } IdemGenMap;
@@ -62,6 +63,7 @@ extern int	idem_generations_per_ttl;
 
 extern void IdemGenerationInit(void);
 extern IdemGenMap *IdemGenMapGet(void);
+extern IdemGenMap *IdemGenMapFresh(void);
 extern int32 IdemGenClassOf(const IdemNamespace *ns);
 extern IdemGeneration *IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns);
 extern bool IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,

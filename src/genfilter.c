@@ -33,10 +33,12 @@
  * only while no transaction can be writing the table and its index holds
  * no entry at all.
  *
- * Readers take no lock.  A slot is freed only when its generation is
- * dropped, and freeing clears the slot's generation id before its memory
- * can be reused; a reader checks the id before and after reading, so a
- * filter freed under its feet reads as "not loaded", never as "absent".
+ * Slots are keyed by database and generation id.  Readers take no lock.
+ * Freeing a slot is always safe (whoever needs it again makes a full one,
+ * and loads the filter again from the committed row), and clears the key
+ * before its memory can be reused; a reader checks the key before and
+ * after reading, so a filter freed under its feet reads as "not loaded",
+ * never as "absent".  A filter is only ever loaded from a committed row.
  *
  * Without shared_preload_libraries there is no shared state: every
  * generation that might hold an id is probed through its index, which
@@ -58,7 +60,7 @@
 /* One generation's shared state */
 typedef struct IdemGenSlot
 {
-	pg_atomic_uint32 gen_id;	/* 0: free */
+	pg_atomic_uint64 key;		/* database << 32 | generation id; 0: free */
 	pg_atomic_uint32 ready;		/* the filter is loaded */
 	uint64		offset;			/* of the filter in the arena, in bytes */
 	uint32		nblocks;
@@ -67,11 +69,22 @@ typedef struct IdemGenSlot
 } IdemGenSlot;
 
 /* The whole shared state; the arena follows, cache-line aligned */
+/* One database's shared state beside its generations' */
+typedef struct IdemGenDb
+{
+	pg_atomic_uint32 dbid;		/* 0: free */
+	pg_atomic_uint64 opens;		/* generations opened: see IdemGenOpensRead */
+	pg_atomic_uint64 rootbits[IDEM_GEN_NS_WORDS];	/* idempotency.claims */
+} IdemGenDb;
+
+/* Databases the shared state tracks at once */
+#define IDEM_GEN_DBS				64
+
 typedef struct IdemGenShared
 {
 	LWLock	   *lock;			/* taken to create, load or free a slot */
 	uint64		arena_size;
-	pg_atomic_uint64 rootbits[IDEM_GEN_NS_WORDS];	/* idempotency.claims */
+	IdemGenDb	dbs[IDEM_GEN_DBS];
 	IdemGenSlot slots[IDEM_GEN_SLOTS];
 } IdemGenShared;
 
@@ -126,14 +139,21 @@ IdemGenFilterShmemInit(void)
 		return;
 	idem_gen_shared->lock = idem_shared->lock;
 	idem_gen_shared->arena_size = (uint64) idem_filter_memory_kb * 1024;
-	for (i = 0; i < IDEM_GEN_NS_WORDS; i++)
-		pg_atomic_init_u64(&idem_gen_shared->rootbits[i], PG_UINT64_MAX);
+	for (i = 0; i < IDEM_GEN_DBS; i++)
+	{
+		int			w;
+
+		pg_atomic_init_u32(&idem_gen_shared->dbs[i].dbid, 0);
+		pg_atomic_init_u64(&idem_gen_shared->dbs[i].opens, 0);
+		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
+			pg_atomic_init_u64(&idem_gen_shared->dbs[i].rootbits[w], PG_UINT64_MAX);
+	}
 	for (i = 0; i < IDEM_GEN_SLOTS; i++)
 	{
 		IdemGenSlot *s = &idem_gen_shared->slots[i];
 		int			w;
 
-		pg_atomic_init_u32(&s->gen_id, 0);
+		pg_atomic_init_u64(&s->key, 0);
 		pg_atomic_init_u32(&s->ready, 0);
 		s->offset = 0;
 		s->nblocks = 0;
@@ -209,21 +229,30 @@ IdemFilterMayContain(const uint64 *bits, uint32 nblocks, int nhashes, uint64 has
 	return true;
 }
 
+/* The slot key of generation gen_id of this database */
+static inline uint64
+IdemGenSlotKey(int32 gen_id)
+{
+	return ((uint64) MyDatabaseId << 32) | (uint32) gen_id;
+}
+
 /*
- * The slot of generation gen_id, or -1.  With create, a missing slot is
- * made: its bitmap empty if fresh (the caller is creating the generation),
- * full otherwise.  -1 without shared memory or with every slot taken.
+ * The slot of generation gen_id of this database, or -1.  With create, a
+ * missing slot is made: its bitmap empty if fresh (the caller is creating
+ * the generation), full otherwise.  -1 without shared memory or with every
+ * slot taken.
  */
 int
 IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
 {
+	uint64		key = IdemGenSlotKey(gen_id);
 	int			i;
 	int			free_slot = -1;
 
 	if (idem_gen_shared == NULL || gen_id <= 0)
 		return -1;
 	for (i = 0; i < IDEM_GEN_SLOTS; i++)
-		if (pg_atomic_read_u32(&idem_gen_shared->slots[i].gen_id) == (uint32) gen_id)
+		if (pg_atomic_read_u64(&idem_gen_shared->slots[i].key) == key)
 			return i;
 	if (!create)
 		return -1;
@@ -231,14 +260,14 @@ IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
 	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < IDEM_GEN_SLOTS; i++)
 	{
-		uint32		id = pg_atomic_read_u32(&idem_gen_shared->slots[i].gen_id);
+		uint64		k = pg_atomic_read_u64(&idem_gen_shared->slots[i].key);
 
-		if (id == (uint32) gen_id)
+		if (k == key)
 		{
 			LWLockRelease(idem_gen_shared->lock);
 			return i;
 		}
-		if (id == 0 && free_slot < 0)
+		if (k == 0 && free_slot < 0)
 			free_slot = i;
 	}
 	if (free_slot >= 0)
@@ -251,13 +280,21 @@ IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_write_u64(&s->nsbits[w], fresh ? 0 : PG_UINT64_MAX);
 		pg_write_barrier();
-		pg_atomic_write_u32(&s->gen_id, (uint32) gen_id);
+		pg_atomic_write_u64(&s->key, key);
 	}
 	LWLockRelease(idem_gen_shared->lock);
 	return free_slot;
 }
 
-/* Free the slot of a dropped generation */
+/* Free a slot; the caller holds the lock.  Freeing is always safe */
+static void
+IdemGenSlotFreeAt(int i)
+{
+	pg_atomic_write_u64(&idem_gen_shared->slots[i].key, 0);
+	pg_atomic_write_u32(&idem_gen_shared->slots[i].ready, 0);
+}
+
+/* Free the slot of a dropped generation of this database */
 void
 IdemGenSlotFree(int32 gen_id)
 {
@@ -266,20 +303,45 @@ IdemGenSlotFree(int32 gen_id)
 	if (slot < 0)
 		return;
 	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u32(&idem_gen_shared->slots[slot].gen_id) == (uint32) gen_id)
+	if (pg_atomic_read_u64(&idem_gen_shared->slots[slot].key) == IdemGenSlotKey(gen_id))
+		IdemGenSlotFreeAt(slot);
+	LWLockRelease(idem_gen_shared->lock);
+}
+
+/*
+ * Free the slots of this database's generations that are not among the
+ * nlive ids of live: those of generations dropped, or never committed
+ */
+void
+IdemGenSlotSweep(const int32 *live, int nlive)
+{
+	int			i;
+	int			j;
+
+	if (idem_gen_shared == NULL)
+		return;
+	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < IDEM_GEN_SLOTS; i++)
 	{
-		pg_atomic_write_u32(&idem_gen_shared->slots[slot].gen_id, 0);
-		pg_atomic_write_u32(&idem_gen_shared->slots[slot].ready, 0);
+		uint64		k = pg_atomic_read_u64(&idem_gen_shared->slots[i].key);
+		bool		found = false;
+
+		if (k == 0 || (Oid) (k >> 32) != MyDatabaseId)
+			continue;
+		for (j = 0; j < nlive && !found; j++)
+			found = ((uint32) live[j] == (uint32) k);
+		if (!found)
+			IdemGenSlotFreeAt(i);
 	}
 	LWLockRelease(idem_gen_shared->lock);
 }
 
-/* Is slot still generation gen_id's? */
+/* Is slot still generation gen_id's, of this database? */
 static inline bool
 IdemGenSlotIs(int slot, int32 gen_id)
 {
 	return slot >= 0 &&
-		pg_atomic_read_u32(&idem_gen_shared->slots[slot].gen_id) == (uint32) gen_id;
+		pg_atomic_read_u64(&idem_gen_shared->slots[slot].key) == IdemGenSlotKey(gen_id);
 }
 
 /*
@@ -350,7 +412,7 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 		return false;
 	s = &idem_gen_shared->slots[slot];
 	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u32(&s->gen_id) != (uint32) gen_id)
+	if (pg_atomic_read_u64(&s->key) != IdemGenSlotKey(gen_id))
 	{
 		LWLockRelease(idem_gen_shared->lock);
 		return false;
@@ -370,7 +432,7 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 		{
 			IdemGenSlot *o = &idem_gen_shared->slots[c];
 
-			if (pg_atomic_read_u32(&o->gen_id) == 0 || pg_atomic_read_u32(&o->ready) == 0)
+			if (pg_atomic_read_u64(&o->key) == 0 || pg_atomic_read_u32(&o->ready) == 0)
 				continue;
 			start = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
 		}
@@ -381,7 +443,7 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 			IdemGenSlot *o = &idem_gen_shared->slots[j];
 			uint64		oend;
 
-			if (pg_atomic_read_u32(&o->gen_id) == 0 || pg_atomic_read_u32(&o->ready) == 0)
+			if (pg_atomic_read_u64(&o->key) == 0 || pg_atomic_read_u32(&o->ready) == 0)
 				continue;
 			oend = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
 			if (start < oend && o->offset < start + len)
@@ -429,16 +491,114 @@ IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
 	return maybe ? 1 : 0;
 }
 
+/*
+ * This database's shared state, made on first use (its root bitmap full);
+ * NULL without shared memory or with every entry taken
+ */
+static IdemGenDb *
+IdemGenDbGet(void)
+{
+	static IdemGenDb *mine = NULL;
+	int			i;
+	IdemGenDb  *free_db = NULL;
+
+	if (mine != NULL || idem_gen_shared == NULL)
+		return mine;
+	for (i = 0; i < IDEM_GEN_DBS; i++)
+		if (pg_atomic_read_u32(&idem_gen_shared->dbs[i].dbid) == MyDatabaseId)
+			return mine = &idem_gen_shared->dbs[i];
+	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < IDEM_GEN_DBS && mine == NULL; i++)
+	{
+		uint32		id = pg_atomic_read_u32(&idem_gen_shared->dbs[i].dbid);
+
+		if (id == MyDatabaseId)
+			mine = &idem_gen_shared->dbs[i];
+		else if (id == 0 && free_db == NULL)
+			free_db = &idem_gen_shared->dbs[i];
+	}
+	if (mine == NULL && free_db != NULL)
+	{
+		int			w;
+
+		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
+			pg_atomic_write_u64(&free_db->rootbits[w], PG_UINT64_MAX);
+		pg_atomic_write_u64(&free_db->opens, 0);
+		pg_write_barrier();
+		pg_atomic_write_u32(&free_db->dbid, MyDatabaseId);
+		mine = free_db;
+	}
+	LWLockRelease(idem_gen_shared->lock);
+	return mine;
+}
+
+/*
+ * How many generations this database has opened, or PG_UINT64_MAX if
+ * unknown.  A switch counts before it commits; a claimer reads it before
+ * reading its map and again after its insertion (a full barrier), and
+ * reads the map again if it moved (claimstore.c).
+ */
+uint64
+IdemGenOpensRead(void)
+{
+	IdemGenDb  *db = IdemGenDbGet();
+
+	if (db == NULL)
+		return PG_UINT64_MAX;
+	pg_memory_barrier();
+	return pg_atomic_read_u64(&db->opens);
+}
+
+/* Count a generation about to be opened; before its transaction commits */
+void
+IdemGenOpensBump(void)
+{
+	IdemGenDb  *db = IdemGenDbGet();
+
+	if (db != NULL)
+		(void) pg_atomic_fetch_add_u64(&db->opens, 1);
+}
+
+/*
+ * The extension is being dropped in this database: forget its slots, and
+ * fill its root bitmap, since a new extension starts its ids over
+ */
+void
+IdemGenDbForget(void)
+{
+	IdemGenDb  *db = IdemGenDbGet();
+	int			i;
+
+	if (idem_gen_shared == NULL)
+		return;
+	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < IDEM_GEN_SLOTS; i++)
+	{
+		uint64		k = pg_atomic_read_u64(&idem_gen_shared->slots[i].key);
+
+		if (k != 0 && (Oid) (k >> 32) == MyDatabaseId)
+			IdemGenSlotFreeAt(i);
+	}
+	LWLockRelease(idem_gen_shared->lock);
+	if (db != NULL)
+	{
+		for (i = 0; i < IDEM_GEN_NS_WORDS; i++)
+			(void) pg_atomic_fetch_or_u64(&db->rootbits[i], PG_UINT64_MAX);
+		(void) pg_atomic_fetch_add_u64(&db->opens, 1);
+	}
+}
+
 /* Announce a claim of nsid about to be inserted into idempotency.claims */
 void
 IdemGenRootAnnounce(int32 nsid)
 {
 	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
+	IdemGenDb  *db = IdemGenDbGet();
 	pg_atomic_uint64 *word;
 
-	if (idem_gen_shared == NULL)
+	if (db == NULL)
 		return;
-	word = &idem_gen_shared->rootbits[bit / 64];
+	word = &db->rootbits[bit / 64];
 	if ((pg_atomic_read_u64(word) & (UINT64CONST(1) << (bit % 64))) != 0)
 	{
 		pg_memory_barrier();
@@ -451,13 +611,14 @@ IdemGenRootAnnounce(int32 nsid)
 void
 IdemGenRootAnnounceAll(void)
 {
+	IdemGenDb  *db = IdemGenDbGet();
 	int			w;
 
-	if (idem_gen_shared == NULL)
+	if (db == NULL)
 		return;
 	for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
-		if (pg_atomic_read_u64(&idem_gen_shared->rootbits[w]) != PG_UINT64_MAX)
-			(void) pg_atomic_fetch_or_u64(&idem_gen_shared->rootbits[w], PG_UINT64_MAX);
+		if (pg_atomic_read_u64(&db->rootbits[w]) != PG_UINT64_MAX)
+			(void) pg_atomic_fetch_or_u64(&db->rootbits[w], PG_UINT64_MAX);
 	pg_memory_barrier();
 }
 
@@ -466,11 +627,12 @@ bool
 IdemGenRootMayHold(int32 nsid)
 {
 	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
+	IdemGenDb  *db = IdemGenDbGet();
 
-	if (idem_gen_shared == NULL)
+	if (db == NULL)
 		return true;
 	pg_memory_barrier();
-	return (pg_atomic_read_u64(&idem_gen_shared->rootbits[bit / 64]) &
+	return (pg_atomic_read_u64(&db->rootbits[bit / 64]) &
 			(UINT64CONST(1) << (bit % 64))) != 0;
 }
 
@@ -481,11 +643,12 @@ IdemGenRootMayHold(int32 nsid)
 void
 IdemGenRootClear(void)
 {
+	IdemGenDb  *db = IdemGenDbGet();
 	int			w;
 
-	if (idem_gen_shared == NULL)
+	if (db == NULL)
 		return;
 	for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
-		pg_atomic_write_u64(&idem_gen_shared->rootbits[w], 0);
+		pg_atomic_write_u64(&db->rootbits[w], 0);
 	pg_memory_barrier();
 }

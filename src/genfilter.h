@@ -44,6 +44,10 @@ extern bool IdemFilterMayContain(const uint64 *bits, uint32 nblocks,
 
 extern int	IdemGenSlotFind(int32 gen_id, bool create, bool fresh);
 extern void IdemGenSlotFree(int32 gen_id);
+extern void IdemGenSlotSweep(const int32 *live, int nlive);
+extern uint64 IdemGenOpensRead(void);
+extern void IdemGenOpensBump(void);
+extern void IdemGenDbForget(void);
 extern void IdemGenAnnounce(int slot, int32 gen_id, int32 nsid);
 extern bool IdemGenMayHoldNamespace(int slot, int32 gen_id, int32 nsid);
 extern bool IdemGenFilterReady(int slot, int32 gen_id);

@@ -148,7 +148,19 @@ is($standby->safe_psql('postgres', q{
 amcheck_claims($standby, 'postgres', 'on the standby');
 $standby->stop;
 
-# --- a crash in the middle of switches (an immediate stop: WAL replay) -------
+# --- a crash in the middle of switches and drops (an immediate stop) ---------
+# expired generations for the switches of the load to drop meanwhile
+foreach my $i (1 .. 5)
+{
+	$node->safe_psql('postgres', q{
+		SELECT idem_namespace_define('gen_exp', '1 hour');
+		SELECT idem_generation_switch('gen_exp');
+		SELECT count(*) FROM (SELECT idem_claims_import('e-' || i || '-' || random(), 'gen_exp',
+		                                                 now() - interval '59 minutes 58 seconds')
+		                        FROM generate_series(1, 1000) i) s;});
+}
+$node->safe_psql('postgres', q{SELECT idem_generation_switch('gen_exp')});
+sleep 3;
 my $load = IPC::Run::start(
 	[
 		'pgbench', '-n', '-c', '4', '-j', '2', '-T', '30',
