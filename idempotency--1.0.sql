@@ -82,6 +82,7 @@ CREATE TABLE idempotency.generations (
     claims        bigint,
     namespaces    integer[],
     last_claimed  timestamptz[],
+    first_claimed timestamptz[],
     filter        bytea,
     filter_hashes integer,
     CONSTRAINT generations_pkey PRIMARY KEY (id),

@@ -32,6 +32,14 @@ SELECT idem_claim('fp', 'gen_week', 'payload-2');  -- error: another fingerprint
 SELECT idem_claim_many(ARRAY['w1', 'w2', 'w3', 'w2'], 'gen_week') AS new_of_four;
 SELECT count(*) AS claims_of_week FROM idem_claims WHERE namespace = 'gen_week';
 
+-- once VACUUM has marked a sealed generation all-visible, a duplicate is
+-- found from its index alone; a fingerprint to check is still read
+SELECT format('VACUUM %s', relation) FROM idem_generations
+ WHERE state = 'sealed' AND ttl_class = 19 \gexec
+SELECT idem_claim('fp', 'gen_week') AS dup_all_visible;
+SELECT idem_claim('fp', 'gen_week', 'payload-2');  -- error: another fingerprint
+SELECT idem_claim('fp', 'gen_week', 'payload-1') AS dup_with_fingerprint;
+
 -- a rollback releases, in a generation as in the claims table
 BEGIN;
 SELECT idem_claim('rb', 'gen_week') AS in_rolled_back;

@@ -51,6 +51,7 @@
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/visibilitymap.h"
 #include "access/xact.h"
 #include "catalog/pg_am_d.h"
 #include "catalog/index.h"
@@ -108,6 +109,7 @@ typedef struct IdemProbe
 	IdemStoreRel *inserted_in;
 	IdemElsewhere elsewhere;	/* why absent settled without inserting */
 	IdemStoreRel *found_in;		/* where a duplicate elsewhere was found */
+	bool		want_fp;		/* a duplicate's stored fingerprint is needed */
 	/* a claimer in another relation to wait for once ours is withdrawn */
 	TransactionId wait_xid;
 	uint32		wait_token;
@@ -603,6 +605,51 @@ IdemStoreRelMayHold(IdemStore *store, IdemStoreRel *r, IdemNamespace *ns,
 }
 
 /*
+ * Probe relation r's index for the probe's key without reading the heap:
+ * 0 if the index has no entry for it, 1 if it has one on a page the
+ * visibility map says is all-visible (a committed, undeleted claim; probe
+ * gets its TID, and no fingerprint), -1 if only the heap can tell.
+ */
+static int
+IdemProbeIndexOnly(IdemStoreRel *r, IdemProbe *probe)
+{
+	ScanKeyData skeys[2];
+	IndexScanDesc scan;
+	ItemPointer tid;
+	AttrNumber	keycol = r->layout->probe_key_col;
+	int			result = 0;
+
+	ScanKeyInit(&skeys[keycol - 1], keycol, BTEqualStrategyNumber, F_BYTEAEQ,
+				PointerGetDatum(probe->key));
+	ScanKeyInit(&skeys[2 - keycol], 3 - keycol, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(probe->ns->id));
+	scan = index_beginscan(r->heap, IdemStoreIndex(r), &probe->dirty, 2, 0);
+	index_rescan(scan, skeys, 2, NULL, 0);
+	tid = index_getnext_tid(scan, ForwardScanDirection);
+	if (tid != NULL)
+	{
+		Buffer		vmbuffer = InvalidBuffer;
+
+		result = -1;
+		if (VM_ALL_VISIBLE(r->heap, ItemPointerGetBlockNumber(tid), &vmbuffer))
+		{
+			result = 1;
+			probe->found = true;
+			probe->seek.tid = *tid;
+			probe->seek.xwait = InvalidTransactionId;
+			probe->seek.spec_token = 0;
+			probe->seek.ours = false;
+			probe->seek.unseen = false;
+			probe->has_fp = false;
+		}
+		if (BufferIsValid(vmbuffer))
+			ReleaseBuffer(vmbuffer);
+	}
+	index_endscan(scan);
+	return result;
+}
+
+/*
  * Has a btree no root page, so that it holds no entry?  _bt_getrootheight
  * caches the metapage only once there is a root, and gives 0 for a root
  * that is a leaf too.
@@ -650,6 +697,25 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 		 */
 		if (IdemIndexIsEmpty(IdemStoreIndex(r)))
 			continue;
+		/*
+		 * A sealed generation whose claims of the namespace are all live,
+		 * once VACUUM marked its pages all-visible: the index entry alone
+		 * says "a committed live claim", as an index-only scan would, with
+		 * no heap page to read (unless the fingerprint is wanted).
+		 */
+		if (r->gen != NULL && r->gen->state == IDEM_GEN_SEALED && !probe->want_fp &&
+			IdemGenSealedAllLive(r->gen, probe->ns, store->now))
+		{
+			int			io = IdemProbeIndexOnly(r, probe);
+
+			if (io == 0)
+				continue;		/* no entry: not there */
+			if (io > 0)
+			{
+				probe->found_in = r;
+				return IDEM_ELSEWHERE_DUP;
+			}
+		}
 		for (;;)
 		{
 			CHECK_FOR_INTERRUPTS();
@@ -1050,6 +1116,7 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 	IdemProbeInit(&probe, store, ns, key, XLTW_InsertIndex);
 	IdemProbeAt(&probe, target);
 	probe.row = *row;
+	probe.want_fp = check_fp && row->has_fp;
 	probe.seek.nowait = nowait;
 	probe.seek.decide = IdemClaimDecide;
 	probe.seek.absent = IdemClaimAbsent;

@@ -337,8 +337,10 @@ IdemGenCollectRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	char	   *state;
 	Datum	   *ns;
 	Datum	   *last;
+	Datum	   *first;
 	int			n;
 	int			m;
+	int			f;
 	int			i;
 
 	if (c->n == c->max)
@@ -355,13 +357,17 @@ IdemGenCollectRow(HeapTuple tuple, TupleDesc desc, void *arg)
 		strcmp(state, "closed") == 0 ? IDEM_GEN_CLOSED : IDEM_GEN_SEALED;
 	n = IdemGenArray(tuple, desc, 4, INT4OID, &ns);
 	m = IdemGenArray(tuple, desc, 5, TIMESTAMPTZOID, &last);
+	f = IdemGenArray(tuple, desc, 7, TIMESTAMPTZOID, &first);
 	g->nns = Min(n, m);
 	g->nsids = palloc(sizeof(int32) * Max(g->nns, 1));
 	g->last_claimed = palloc(sizeof(TimestampTz) * Max(g->nns, 1));
+	g->first_claimed = palloc(sizeof(TimestampTz) * Max(g->nns, 1));
 	for (i = 0; i < g->nns; i++)
 	{
 		g->nsids[i] = DatumGetInt32(ns[i]);
 		g->last_claimed[i] = DatumGetTimestampTz(last[i]);
+		/* unknown (a row from before the column): as old as can be */
+		g->first_claimed[i] = i < f ? DatumGetTimestampTz(first[i]) : DT_NOBEGIN;
 	}
 	g->has_filter = DatumGetBool(SPI_getbinval(tuple, desc, 6, &isnull)) && !isnull;
 	g->relid = get_relname_relid(IdemGenRelName(g->id), c->schema);
@@ -381,8 +387,8 @@ IdemGenLoad(MemoryContext cxt, int *count)
 	c.gens = palloc(sizeof(IdemGeneration) * c.max);
 	c.schema = cat.schema;
 	(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
-						"SELECT id, ttl_class, state, namespaces, last_claimed, filter IS NOT NULL"
-						" FROM idempotency.generations ORDER BY id DESC",
+						"SELECT id, ttl_class, state, namespaces, last_claimed, filter IS NOT NULL,"
+						" first_claimed FROM idempotency.generations ORDER BY id DESC",
 						0, NULL, NULL, NULL, IdemGenCollectRow, &c);
 	MemoryContextSwitchTo(old);
 	*count = c.n;
@@ -536,6 +542,19 @@ IdemInt32Cmp(const void *a, const void *b)
 }
 
 /*
+ * Is every claim of ns in sealed generation gen live at now?  Its oldest
+ * claim of ns has not expired.
+ */
+bool
+IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns, TimestampTz now)
+{
+	int32	   *found = bsearch(&ns->id, gen->nsids, gen->nns, sizeof(int32), IdemInt32Cmp);
+
+	return found != NULL &&
+		IdemNamespaceExpiry(ns, gen->first_claimed[found - gen->nsids]) >= now;
+}
+
+/*
  * Might sealed generation gen hold a live claim of ns whose filter hash is
  * fhash?  No if ns is not among its namespaces, if every claim of ns in it
  * has expired, or if its filter says so.  Loads the filter on first use.
@@ -660,6 +679,7 @@ typedef struct IdemGenNsEntry
 {
 	int32		nsid;
 	TimestampTz last;
+	TimestampTz first;
 } IdemGenNsEntry;
 
 /* qsort comparator of IdemGenNsEntry by namespace id */
@@ -696,10 +716,12 @@ IdemGenSeal(IdemGeneration *gen)
 	int			i;
 	Datum	   *nsd;
 	Datum	   *lastd;
+	Datum	   *firstd;
 	bytea	   *bits;
 	Size		len;
-	Oid			types[6] = {INT4OID, INT8OID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, BYTEAOID, INT4OID};
-	Datum		values[6];
+	Oid			types[7] = {INT4OID, INT8OID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, BYTEAOID, INT4OID,
+	TIMESTAMPTZARRAYOID};
+	Datum		values[7];
 
 	if (!OidIsValid(gen->relid) || !ConditionalLockRelationOid(gen->relid, ShareLock))
 		return false;
@@ -732,6 +754,8 @@ IdemGenSeal(IdemGeneration *gen)
 		e = hash_search(nshash, &nsid, HASH_ENTER, &found);
 		if (!found || at > e->last)
 			e->last = at;
+		if (!found || at < e->first)
+			e->first = at;
 		n++;
 	}
 	table_endscan(scan);
@@ -761,10 +785,12 @@ IdemGenSeal(IdemGeneration *gen)
 	qsort(sorted, nns, sizeof(IdemGenNsEntry), IdemGenNsEntryCmp);
 	nsd = palloc(sizeof(Datum) * Max(nns, 1));
 	lastd = palloc(sizeof(Datum) * Max(nns, 1));
+	firstd = palloc(sizeof(Datum) * Max(nns, 1));
 	for (i = 0; i < nns; i++)
 	{
 		nsd[i] = Int32GetDatum(sorted[i].nsid);
 		lastd[i] = TimestampTzGetDatum(sorted[i].last);
+		firstd[i] = TimestampTzGetDatum(sorted[i].first);
 	}
 	hash_destroy(nshash);
 
@@ -780,10 +806,12 @@ IdemGenSeal(IdemGeneration *gen)
 												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	values[4] = PointerGetDatum(bits);
 	values[5] = Int32GetDatum(filter.nhashes);
+	values[6] = PointerGetDatum(construct_array(firstd, nns, TIMESTAMPTZOID, 8,
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	if (IdemGenRun("UPDATE idempotency.generations SET state = 'sealed', sealed_at = now(),"
-				   " claims = $2, namespaces = $3, last_claimed = $4, filter = $5, filter_hashes = $6"
-				   " WHERE id = $1 AND state = 'closed'",
-				   6, types, values, NULL) != 1)
+				   " claims = $2, namespaces = $3, last_claimed = $4, filter = $5, filter_hashes = $6,"
+				   " first_claimed = $7 WHERE id = $1 AND state = 'closed'",
+				   7, types, values, NULL) != 1)
 		IdemGenChanged(gen->id);
 
 	/*

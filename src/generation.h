@@ -33,6 +33,7 @@ typedef struct IdemGeneration
 	int			nns;			/* sealed: namespaces it holds */
 	int32	   *nsids;
 	TimestampTz *last_claimed;	/* newest claimed_at of each */
+	TimestampTz *first_claimed; /* oldest claimed_at of each */
 } IdemGeneration;
 
 /* Every live generation, newest first */
@@ -68,6 +69,8 @@ extern int32 IdemGenClassOf(const IdemNamespace *ns);
 extern IdemGeneration *IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns);
 extern bool IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now, uint64 fhash);
+extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,
+								 TimestampTz now);
 extern void IdemGenMaintain(int32 force_class, IdemGenMaintenance *done);
 
 #endif							/* IDEM_GENERATION_H */
