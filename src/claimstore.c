@@ -153,9 +153,9 @@ IdemStoreRelClose(IdemStoreRel *r)
 	r->heap = NULL;
 }
 
-/* Point the store at the generations as last committed */
+/* Close the store's generations, and forget them */
 static void
-IdemStoreLoadMap(IdemStore *store)
+IdemStoreCloseGenerations(IdemStore *store)
 {
 	int			i;
 
@@ -163,9 +163,20 @@ IdemStoreLoadMap(IdemStore *store)
 		IdemStoreRelClose(&store->rels[i]);
 	if (store->rels != NULL)
 		pfree(store->rels);
+	store->rels = NULL;
+	store->nrels = 0;
 	for (i = 0; i < store->nextra; i++)
 		IdemStoreRelClose(&store->extra[i]);
 	store->nextra = 0;
+}
+
+/* Point the store at the generations as last committed */
+static void
+IdemStoreLoadMap(IdemStore *store)
+{
+	int			i;
+
+	IdemStoreCloseGenerations(store);
 	store->map = IdemGenMapGet();
 	store->opens = store->map->opens;
 	store->nrels = store->map->ngens;
@@ -322,16 +333,9 @@ IdemStoreOpenIndexes(IdemStoreRel *r)
 void
 IdemStoreClose(IdemStore *store)
 {
-	int			i;
-
 	if (store->bistate != NULL)
 		FreeBulkInsertState(store->bistate);
-	for (i = 0; i < store->nrels; i++)
-		IdemStoreRelClose(&store->rels[i]);
-	if (store->rels != NULL)
-		pfree(store->rels);
-	for (i = 0; i < store->nextra; i++)
-		IdemStoreRelClose(&store->extra[i]);
+	IdemStoreCloseGenerations(store);
 	if (store->extra != NULL)
 		pfree(store->extra);
 	IdemStoreRelClose(&store->root);
@@ -680,6 +684,14 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 	int			i;
 
 	IdemStoreCatchUp(store);
+	/* the sealed generations' filter blocks, all at once */
+	for (i = 1; i < IdemStoreNumRels(store); i++)
+	{
+		IdemGeneration *g = IdemStoreRelAt(store, i)->gen;
+
+		if (g->state == IDEM_GEN_SEALED && g->has_filter && g->slot >= 0)
+			IdemGenFilterPrefetch(g->slot, g->id, probe->fhash);
+	}
 	for (i = 0; i < IdemStoreNumRels(store); i++)
 	{
 		IdemStoreRel *r = IdemStoreRelAt(store, i);

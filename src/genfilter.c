@@ -652,3 +652,21 @@ IdemGenRootClear(void)
 		pg_atomic_write_u64(&db->rootbits[w], 0);
 	pg_memory_barrier();
 }
+
+/*
+ * Start loading the filter block of hash in generation gen_id's filter, so
+ * that the tests of several generations' filters overlap their cache misses
+ */
+void
+IdemGenFilterPrefetch(int slot, int32 gen_id, uint64 hash)
+{
+#ifdef __GNUC__
+	IdemGenSlot *s;
+
+	if (!IdemGenFilterReady(slot, gen_id))
+		return;
+	s = &idem_gen_shared->slots[slot];
+	__builtin_prefetch(idem_gen_arena + s->offset +
+					   (Size) IdemFilterBlock(hash, s->nblocks) * IDEM_FILTER_BLOCK_BYTES);
+#endif
+}

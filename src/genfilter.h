@@ -54,6 +54,7 @@ extern bool IdemGenFilterReady(int slot, int32 gen_id);
 extern bool IdemGenFilterLoad(int slot, int32 gen_id, const char *bits,
 							  Size len, int nhashes);
 extern int	IdemGenFilterTest(int slot, int32 gen_id, uint64 hash);
+extern void IdemGenFilterPrefetch(int slot, int32 gen_id, uint64 hash);
 extern void IdemGenRootAnnounce(int32 nsid);
 extern void IdemGenRootAnnounceAll(void);
 extern bool IdemGenRootMayHold(int32 nsid);

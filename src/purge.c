@@ -924,14 +924,14 @@ IdemPurgeDatabaseRound(void)
 }
 
 /*
- * In the PG_CATCH of a table's purge in a subtransaction: roll the
- * subtransaction back, restore cxt and owner, and warn; returns the error
- * message, allocated in cxt.  A cancel, a statement timeout or a
- * termination is meant for the whole statement, not for one table: it is
- * thrown again.
+ * In the PG_CATCH of a purge step in a subtransaction (what it could not
+ * do: "purge <table>", ...): roll the subtransaction back, restore cxt and
+ * owner, and warn; returns the error message, allocated in cxt.  A cancel,
+ * a statement timeout or a termination is meant for the whole statement,
+ * not for one step: it is thrown again.
  */
 static char *
-IdemPurgeTableFailed(IdemPurgeTarget *target, MemoryContext cxt, ResourceOwner owner)
+IdemPurgeSubxactFailed(const char *what, MemoryContext cxt, ResourceOwner owner)
 {
 	ErrorData  *edata;
 
@@ -945,8 +945,15 @@ IdemPurgeTableFailed(IdemPurgeTarget *target, MemoryContext cxt, ResourceOwner o
 		ReThrowError(edata);
 	ereport(WARNING,
 			(errcode(edata->sqlerrcode),
-			 errmsg("could not purge %s: %s", target->label, edata->message)));
+			 errmsg("could not %s: %s", what, edata->message)));
 	return edata->message;
+}
+
+/* IdemPurgeSubxactFailed for one table's purge */
+static char *
+IdemPurgeTableFailed(IdemPurgeTarget *target, MemoryContext cxt, ResourceOwner owner)
+{
+	return IdemPurgeSubxactFailed(psprintf("purge %s", target->label), cxt, owner);
 }
 
 /*
@@ -974,19 +981,7 @@ IdemPurgeGenerationsHere(void)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
-			ReThrowError(edata);
-		ereport(WARNING,
-				(errcode(edata->sqlerrcode),
-				 errmsg("could not maintain the claim generations: %s", edata->message)));
+		(void) IdemPurgeSubxactFailed("maintain the claim generations", oldcxt, oldowner);
 		memset(&done, 0, sizeof(done));
 	}
 	PG_END_TRY();
