@@ -78,11 +78,12 @@ SELECT has_view('public', 'idem_stats', 'idem_stats view');
 SELECT columns_are('public', 'idem_claims',
                    ARRAY['namespace', 'event_id', 'claimed_at', 'expires_at', 'expired', 'fingerprint_hash']);
 
--- pg_dump carries the claims, namespaces and the id sequence
+-- pg_dump carries the claims, namespaces, generations and their sequences
 SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE extname = 'idempotency'$$,
               ARRAY['idempotency.claims', 'idempotency.namespaces', 'idempotency.namespace_id_seq',
                     'idempotency.machines', 'idempotency.machine_bindings',
-                    'idempotency.purge_policies', 'idempotency.requests', 'idempotency.tokens'],
+                    'idempotency.purge_policies', 'idempotency.requests', 'idempotency.tokens',
+                    'idempotency.generations', 'idempotency.generation_id_seq'],
               'internal tables are marked with pg_extension_config_dump');
 SELECT is((SELECT count(*)::int FROM pg_class c
             WHERE c.relnamespace = 'idempotency'::regnamespace
