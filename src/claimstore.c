@@ -541,9 +541,10 @@ IdemProbeTid(IdemStoreRel *r, int32 nsid, const bytea *key, ItemPointer tid,
  * key and namespace, and fills probe; NULL means "ask the indexes".
  */
 static IdemStoreRel *
-IdemProbeCached(IdemStore *store, int32 nsid, const bytea *key, uint64 hash,
+IdemProbeCached(IdemStore *store, IdemNamespace *ns, const bytea *key, uint64 hash,
 				Snapshot snapshot, IdemProbe *probe)
 {
+	int32		nsid = ns->id;
 	ItemPointerData tids[IDEM_CACHE_MAX_CANDIDATES];
 	uint8		tags[IDEM_CACHE_MAX_CANDIDATES];
 	int			ntids = IdemClaimCacheLookup(hash, tids, tags);
@@ -559,7 +560,10 @@ IdemProbeCached(IdemStore *store, int32 nsid, const bytea *key, uint64 hash,
 		{
 			IdemStoreRel *r = &store->rels[j];
 
+			/* an expired generation is not read: the purge may be dropping it */
 			if (tags[i] != IdemStoreRelTag(r) ||
+				(r->gen->state == IDEM_GEN_SEALED &&
+				 IdemGenSealedExpired(r->gen, ns, store->now)) ||
 				!IdemStoreRelOpen(store, r, AccessShareLock))
 				continue;
 			if (IdemProbeTid(r, nsid, key, &tids[i], snapshot, probe))
@@ -1135,7 +1139,7 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 	probe.hash = IdemClaimCacheHash(store->heap, ns->id, key);
 
 	/* Shortcut for duplicates: where the claim was last seen */
-	hit = IdemProbeCached(store, ns->id, key, probe.hash, &probe.dirty, &probe);
+	hit = IdemProbeCached(store, ns, key, probe.hash, &probe.dirty, &probe);
 	if (hit != NULL && hit != target)
 	{
 		/* in another relation: settled if committed (or ours) and live */
@@ -1297,7 +1301,7 @@ IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns, const bytea *key)
 	snap = ActiveSnapshotSet() ? *GetActiveSnapshot() : *GetTransactionSnapshot();
 	snap.curcid = InvalidCommandId; /* see all of our own changes */
 	probe.found = false;
-	if (IdemProbeCached(store, ns->id, key,
+	if (IdemProbeCached(store, ns, key,
 						IdemClaimCacheHash(store->heap, ns->id, key),
 						&snap, &probe) != NULL &&
 		!IdemProbeExpired(store, ns, &probe))

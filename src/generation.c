@@ -76,7 +76,7 @@
 
 PG_FUNCTION_INFO_V1(idem_generation_switch);
 
-int			idem_generation_min_ttl = 3600;
+int			idem_generation_min_ttl = 10;
 int			idem_generations_per_ttl = 4;
 
 static IdemGenCache idem_genmap_gen = IDEM_GEN_CACHE_INIT("idempotency generations");
@@ -271,7 +271,7 @@ IdemGenerationInit(void)
 							"Shortest TTL whose claims live in generations.",
 							"Claims of namespaces with shorter TTLs stay in idempotency.claims and are purged by deletion.",
 							&idem_generation_min_ttl,
-							3600, 1, INT_MAX,
+							10, 1, INT_MAX,
 							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("idempotency.generations_per_ttl",
@@ -539,6 +539,19 @@ IdemInt32Cmp(const void *a, const void *b)
 	int32		y = *(const int32 *) b;
 
 	return (x > y) - (x < y);
+}
+
+/*
+ * Has every claim of ns in sealed generation gen expired at now (or has it
+ * none)?
+ */
+bool
+IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns, TimestampTz now)
+{
+	int32	   *found = bsearch(&ns->id, gen->nsids, gen->nns, sizeof(int32), IdemInt32Cmp);
+
+	return found == NULL ||
+		IdemNamespaceExpiry(ns, gen->last_claimed[found - gen->nsids]) < now;
 }
 
 /*
@@ -861,15 +874,24 @@ IdemGenExpired(const IdemGeneration *gen, const IdemNamespace *nss, int nns,
  * its table in one transaction.  Returns false if it is in use.
  */
 static bool
-IdemGenDrop(IdemGeneration *gen, int64 *claims)
+IdemGenDrop(IdemGeneration *gen, int64 *claims, bool wait)
 {
 	Oid			type = INT4OID;
 	Datum		value = Int32GetDatum(gen->id);
 	MemoryContext old;
 
-	if (OidIsValid(gen->relid) &&
-		!ConditionalLockRelationOid(gen->relid, AccessExclusiveLock))
-		return false;
+	if (OidIsValid(gen->relid))
+	{
+		/*
+		 * Claimers do not read an expired generation, so waiting for its
+		 * lock (under the caller's lock_timeout) stalls only readers of
+		 * idempotency.claims as a whole; the worker never waits.
+		 */
+		if (wait)
+			LockRelationOid(gen->relid, AccessExclusiveLock);
+		else if (!ConditionalLockRelationOid(gen->relid, AccessExclusiveLock))
+			return false;
+	}
 	*claims = 0;
 	(void) IdemOwnerRun(IdemGetCatalog().claims, 0,
 						"DELETE FROM idempotency.generations WHERE id = $1 RETURNING coalesce(claims, 0)",
@@ -958,11 +980,13 @@ IdemGenAgeRow(HeapTuple tuple, TupleDesc desc, void *arg)
  * force_class whatever its age: IDEM_GEN_ALL_CLASSES for all of them, -1
  * for none), seal the
  * closed ones nobody inserts into any more, and drop the sealed ones whose
- * claims have all expired.  Never waits for a lock: a step that would is
- * left to the next pass.  A concurrent pass makes this one do nothing.
+ * claims have all expired.  Waits for no lock but, with wait, a drop's (for
+ * idem_purge(): what the worker would drop is gone when it returns); a
+ * step that would wait is left to the next pass.  A concurrent pass makes
+ * this one do nothing.
  */
 void
-IdemGenMaintain(int32 force_class, IdemGenMaintenance *done)
+IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 {
 	LOCKTAG		tag;
 	IdemNamespace *nss;
@@ -1073,7 +1097,7 @@ IdemGenMaintain(int32 force_class, IdemGenMaintenance *done)
 		if (gens[i].state != IDEM_GEN_SEALED ||
 			!IdemGenExpired(&gens[i], nss, nns, now))
 			continue;
-		if (IdemGenDrop(&gens[i], &claims))
+		if (IdemGenDrop(&gens[i], &claims, wait))
 		{
 			done->dropped++;
 			done->claims_dropped += claims;
@@ -1124,6 +1148,6 @@ idem_generation_switch(PG_FUNCTION_ARGS)
 							text_to_cstring(PG_GETARG_TEXT_PP(0)))));
 		c = IdemGenClassOf(&ns);
 	}
-	IdemGenMaintain(c, &done);
+	IdemGenMaintain(c, true, &done);
 	PG_RETURN_INT32(done.opened);
 }

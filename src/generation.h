@@ -69,8 +69,10 @@ extern int32 IdemGenClassOf(const IdemNamespace *ns);
 extern IdemGeneration *IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns);
 extern bool IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now, uint64 fhash);
+extern bool IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns,
+								 TimestampTz now);
 extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
-extern void IdemGenMaintain(int32 force_class, IdemGenMaintenance *done);
+extern void IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done);
 
 #endif							/* IDEM_GENERATION_H */

@@ -789,7 +789,7 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 	PG_TRY();
 	{
 		PushActiveSnapshot(GetTransactionSnapshot());
-		IdemGenMaintain(-1, &done);
+		IdemGenMaintain(-1, false, &done);
 		IdemPurgeXactCommit();
 	}
 	PG_CATCH();
@@ -974,7 +974,7 @@ IdemPurgeGenerationsHere(void)
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
-		IdemGenMaintain(-1, &done);
+		IdemGenMaintain(-1, true, &done);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
