@@ -2,7 +2,7 @@
 SET client_min_messages = warning;
 SELECT idem_namespace_define('gen_week', '7 days');
 SELECT idem_namespace_define('gen_days', '2 days');
-SELECT idem_namespace_define('gen_short', '10 minutes');
+SELECT idem_namespace_define('gen_short', '5 seconds');
 
 -- before the first switch, claims go to idempotency.claims itself
 SELECT idem_claim('before', 'gen_week') AS before_generations;
@@ -12,7 +12,7 @@ SELECT ttl_class, ttl_class_from, state, claims FROM idem_generations
  WHERE ttl_class IN (17, 19) ORDER BY id;
 
 -- now a claim of a week goes to the open generation of its class, a claim
--- of ten minutes (below generation_min_ttl) still to idempotency.claims
+-- of five seconds (below generation_min_ttl, 10 s) still to idempotency.claims
 SELECT idem_claim('w1', 'gen_week'), idem_claim('d1', 'gen_days'), idem_claim('s1', 'gen_short');
 SELECT n.name, c.tableoid = 'idempotency.claims'::regclass AS in_claims_table
   FROM idempotency.claims c JOIN idem_namespaces n ON n.id = c.ns
