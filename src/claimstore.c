@@ -41,6 +41,22 @@
  *
  * Time is the transaction's now(), both for claimed_at and for expiry, so
  * one transaction sees a consistent picture.
+ *
+ * Generations (generation.c): claims of long TTLs live in tables that
+ * inherit from idempotency.claims, one open generation per TTL class.  A
+ * claim goes to the open generation of its namespace's class (or to
+ * idempotency.claims if the class has none), where the protocol above runs
+ * unchanged; uniqueness across the other relations is kept as an
+ * exclusion constraint keeps it across rows no unique index covers
+ * (IdemCheckElsewhere): with our tuple still speculative, every other
+ * relation that might hold the key is probed under the dirty snapshot,
+ * and of two speculative inserters that see each other the older xid
+ * waits while the younger withdraws.  "Might hold" is answered without a
+ * probe for most relations: a sealed generation by its namespaces, their
+ * expiry and its filter; an open one, and idempotency.claims itself, by
+ * the namespaces announced in them (genfilter.c).  A claimer whose map
+ * missed a switch catches up (IdemStoreCatchUp).  The claim cache tags
+ * each TID with the low bits of its generation's id.
  */
 #include "postgres.h"
 
