@@ -17,16 +17,19 @@
  *	 - The maintenance pass (the purge worker's round, idem_purge()) opens a
  *	   new generation once the open one is older than the class's span,
  *	   2^c / idempotency.generations_per_ttl seconds, and closes the old one.
+ *	   A switch counts itself in shared memory before it commits, so that a
+ *	   claimer whose map missed it catches up (claimstore.c).
  *	 - It seals a closed generation once no claimer can still be inserting
  *	   into it: it takes a SHARE lock on it without waiting (a claimer holds
  *	   ROW EXCLUSIVE while it inserts, and checks after locking that its
  *	   generation is still open), reads every tuple, and stores the
- *	   namespaces it holds, the newest claimed_at of each, and a filter of
- *	   its claims (genfilter.c) in idempotency.generations.
+ *	   namespaces it holds, the newest and oldest claimed_at of each, and a
+ *	   filter of its claims (genfilter.c) in idempotency.generations.
  *	 - It drops a sealed generation once every namespace in it has passed
- *	   its newest claim's expiry under the TTLs of now: a DROP TABLE, taken
- *	   without waiting, in the same transaction as the row's deletion.  No
- *	   DELETE, no VACUUM; the space goes back to the operating system.
+ *	   its newest claim's expiry under the TTLs of now: a DROP TABLE in the
+ *	   same transaction as the row's deletion, its lock taken without
+ *	   waiting by the worker (idem_purge() waits).  No DELETE, no VACUUM;
+ *	   the space goes back to the operating system.
  *
  * Every step is one transaction, so a crash leaves the previous state or
  * the next.  Claims of shorter TTLs, claims made before a class has its
@@ -38,6 +41,7 @@
 
 #include <math.h>
 
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -45,11 +49,10 @@
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am_d.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type_d.h"
 #include "commands/extension.h"
-#include "access/genam.h"
-#include "catalog/pg_am_d.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
