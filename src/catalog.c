@@ -59,6 +59,21 @@ IdemCatalogInvalidate(Oid relid)
 	}
 }
 
+/*
+ * Might relid be one of the internal relations?  For invalidation
+ * callbacks, which cannot look anything up: true whenever the OIDs are not
+ * known in this backend.
+ */
+bool
+IdemCatalogHolds(Oid relid)
+{
+	if (!idem_catalog_valid)
+		return true;
+	return relid == idem_catalog.claims || relid == idem_catalog.namespaces ||
+		relid == idem_catalog.machines || relid == idem_catalog.bindings ||
+		relid == idem_catalog.requests || relid == idem_catalog.tokens;
+}
+
 /* A schema changed: ours may have gone */
 static void
 IdemCatalogSchemasChanged(void)

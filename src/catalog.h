@@ -27,6 +27,7 @@ typedef struct IdemCatalog
 } IdemCatalog;
 
 extern IdemCatalog IdemGetCatalog(void);
+extern bool IdemCatalogHolds(Oid relid);
 extern Oid	IdemRelationOwner(Oid relid);
 extern Relation IdemOpenRelationArg(Oid relid, LOCKMODE lockmode);
 extern Relation IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode,

@@ -39,6 +39,7 @@
 #include "nodes/parsenodes.h"
 #include "storage/lockdefs.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 
 #include "catalog.h"
 #include "citus.h"
@@ -65,6 +66,12 @@ static int	idem_claim_nest_level = 0;
 static bool idem_xact_checked = false;
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
+
+/* an internal table of ours was invalidated: Citus may have distributed it */
+static bool idem_xact_dist_check = false;
+
+/* Citus is in shared_preload_libraries, so it can run here */
+static bool idem_citus_preloaded = false;
 
 /* Raise the refusal */
 static void
@@ -194,14 +201,52 @@ IdemCitusExecutorStart(QueryDesc *queryDesc, int eflags)
 		standard_ExecutorStart(queryDesc, eflags);
 }
 
+/*
+ * Before commit: refuse a transaction that made one of the extension's
+ * internal tables a Citus table (create_distributed_table, a reference
+ * table, ...).  Claims write the local heap directly, so a distributed
+ * idempotency.claims would silently stop being read, and Citus cannot undo
+ * the distribution of an extension's table; refusing at commit catches it
+ * however it was called.
+ */
+static void
+IdemCitusCheckDistribution(void)
+{
+	Oid			schema;
+	bool		distributed;
+
+	idem_xact_dist_check = false;
+	if (!IsTransactionState() ||
+		!OidIsValid(get_extension_oid("citus", true)) ||
+		!OidIsValid(get_extension_oid("idempotency", true)) ||
+		!OidIsValid(schema = get_namespace_oid(IDEM_SCHEMA_NAME, true)))
+		return;
+	/* at commit the statement's snapshot is gone: read with a fresh one */
+	PushActiveSnapshot(GetTransactionSnapshot());
+	distributed = IdemCitusAsk("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p"
+							   "  JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid"
+							   " WHERE c.relnamespace = $1)",
+							   1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(schema)});
+	PopActiveSnapshot();
+	if (distributed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the idempotency extension's tables cannot be Citus tables"),
+				 errdetail("Claims are written to each node's local idempotency.claims; a distributed or reference copy would not be read, and Citus cannot undo it for an extension's table."),
+				 errhint("Keep the claims local to each node and claim in a delegated handler, as the README's \"Running on Citus\" shows.")));
+}
+
 /* Transaction end: forget the transaction's claims */
 static void
 IdemCitusXactCallback(XactEvent event, void *arg pg_attribute_unused())
 {
+	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE) &&
+		idem_xact_dist_check)
+		IdemCitusCheckDistribution();
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
 		event == XACT_EVENT_PARALLEL_ABORT)
-		idem_xact_coordinator_claim = idem_xact_checked = false;
+		idem_xact_coordinator_claim = idem_xact_checked = idem_xact_dist_check = false;
 }
 
 /* A subtransaction that made the first claim rolled back: it is undone */
@@ -216,18 +261,25 @@ IdemCitusSubXactCallback(SubXactEvent event,
 		idem_xact_coordinator_claim = idem_xact_checked = false;
 }
 
-/* Relcache invalidation: Citus's node metadata may have changed */
+/*
+ * Relcache invalidation: Citus's node metadata may have changed; or one of
+ * our tables changed, which Citus does when it distributes one
+ */
 static void
 IdemCitusRelcache(Oid relid)
 {
 	if (!OidIsValid(relid) || relid == idem_dist_node_relid)
 		idem_citus_role = IDEM_CITUS_UNKNOWN;
+	if (idem_citus_preloaded && OidIsValid(relid) && IdemCatalogHolds(relid))
+		idem_xact_dist_check = true;
 }
 
 /* Install the hook and callbacks */
 void
 IdemCitusInit(void)
 {
+	idem_citus_preloaded = shared_preload_libraries_string != NULL &&
+		strstr(shared_preload_libraries_string, "citus") != NULL;
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = IdemCitusExecutorStart;
 	RegisterXactCallback(IdemCitusXactCallback, NULL);

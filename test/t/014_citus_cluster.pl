@@ -61,6 +61,33 @@ $coord->safe_psql('postgres', sprintf(q{SELECT citus_add_node('%s', %d)}, $_->ho
 is($coord->safe_psql('postgres', 'SELECT count(*) FROM citus_get_active_worker_nodes()'),
 	'2', 'a coordinator and two workers');
 
+# --- the extension's tables cannot become Citus tables (issue 13, item 2) ----
+# (Citus refuses some of them itself, such as tables with triggers; the
+# extension refuses the rest at commit, whatever the call)
+foreach my $try (
+	[q{SELECT create_distributed_table('idempotency.claims', 'ns')}, 'distributing the claims',
+	 qr/the idempotency extension's tables cannot be Citus tables/],
+	[q{SELECT create_reference_table('idempotency.claims')}, 'making the claims a reference table',
+	 qr/the idempotency extension's tables cannot be Citus tables/],
+	[q{SELECT create_reference_table('idempotency.purge_policies')}, 'making the purge policies a reference table',
+	 qr/cannot be Citus tables|cannot distribute/],
+	[q{SELECT create_reference_table('idempotency.namespaces')}, 'making the namespaces a reference table',
+	 qr/cannot be Citus tables|cannot distribute/])
+{
+	my ($sql, $what, $why) = @$try;
+	my ($out, $err) = ('', '');
+	my $rc = $coord->psql('postgres', $sql, stdout => \$out, stderr => \$err);
+	isnt($rc, 0, "$what is refused");
+	like($err, $why, "$what: the error says why");
+}
+is($coord->safe_psql('postgres', q{
+	SELECT count(*) FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
+	 WHERE c.relnamespace = 'idempotency'::regnamespace}),
+	'0', 'no table of the extension is a Citus table afterwards');
+is($coord->safe_psql('postgres', q{SELECT idem_claim('after-refusal', 'payments')}), 't',
+	'claims still work on the coordinator');
+$coord->safe_psql('postgres', q{SELECT idem_release('after-refusal', 'payments')});
+
 # --- the README recipe (its SQL is run here as written there) --------------
 my $readme = slurp_file("$ENV{IDEMPOTENCY_ROOT}/README.md");
 my ($section) = $readme =~ /^## Running on Citus\n(.*?)^## /ms;
