@@ -455,6 +455,23 @@ IdemProbeFill(IdemStoreRel *r, HeapTuple tuple, Buffer buffer,
 	probe->fp = isnull ? 0 : DatumGetInt64(d);
 }
 
+/* Begin a scan of relation r's probe index for exactly (nsid, key) */
+static IndexScanDesc
+IdemProbeBeginScan(IdemStoreRel *r, int32 nsid, const bytea *key, Snapshot snapshot)
+{
+	ScanKeyData skeys[2];
+	IndexScanDesc scan;
+	AttrNumber	keycol = r->layout->probe_key_col;
+
+	ScanKeyInit(&skeys[keycol - 1], keycol, BTEqualStrategyNumber, F_BYTEAEQ,
+				PointerGetDatum(key));
+	ScanKeyInit(&skeys[2 - keycol], 3 - keycol, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(nsid));
+	scan = index_beginscan(r->heap, IdemStoreIndex(r), snapshot, 2, 0);
+	index_rescan(scan, skeys, 2, NULL, 0);
+	return scan;
+}
+
 /*
  * Probe relation r's unique index for (ns, key) under snapshot, which is
  * either a dirty snapshot (to see in-flight claims, as unique checks do) or
@@ -465,21 +482,11 @@ static void
 IdemProbeKey(IdemStoreRel *r, int32 nsid, const bytea *key,
 			 Snapshot snapshot, IdemProbe *probe)
 {
-	ScanKeyData skeys[2];
-	IndexScanDesc scan;
+	IndexScanDesc scan = IdemProbeBeginScan(r, nsid, key, snapshot);
 	ItemPointer tid;
 	Buffer		buffer = InvalidBuffer;
-	AttrNumber	keycol = r->layout->probe_key_col;
 
 	probe->found = false;
-
-	ScanKeyInit(&skeys[keycol - 1], keycol, BTEqualStrategyNumber, F_BYTEAEQ,
-				PointerGetDatum(key));
-	ScanKeyInit(&skeys[2 - keycol], 3 - keycol, BTEqualStrategyNumber, F_INT4EQ,
-				Int32GetDatum(nsid));
-
-	scan = index_beginscan(r->heap, IdemStoreIndex(r), snapshot, 2, 0);
-	index_rescan(scan, skeys, 2, NULL, 0);
 
 	while ((tid = index_getnext_tid(scan, ForwardScanDirection)) != NULL)
 	{
@@ -637,18 +644,10 @@ IdemStoreRelMayHold(IdemStore *store, IdemStoreRel *r, IdemNamespace *ns,
 static int
 IdemProbeIndexOnly(IdemStoreRel *r, IdemProbe *probe)
 {
-	ScanKeyData skeys[2];
-	IndexScanDesc scan;
+	IndexScanDesc scan = IdemProbeBeginScan(r, probe->ns->id, probe->key, &probe->dirty);
 	ItemPointer tid;
-	AttrNumber	keycol = r->layout->probe_key_col;
 	int			result = 0;
 
-	ScanKeyInit(&skeys[keycol - 1], keycol, BTEqualStrategyNumber, F_BYTEAEQ,
-				PointerGetDatum(probe->key));
-	ScanKeyInit(&skeys[2 - keycol], 3 - keycol, BTEqualStrategyNumber, F_INT4EQ,
-				Int32GetDatum(probe->ns->id));
-	scan = index_beginscan(r->heap, IdemStoreIndex(r), &probe->dirty, 2, 0);
-	index_rescan(scan, skeys, 2, NULL, 0);
 	tid = index_getnext_tid(scan, ForwardScanDirection);
 	if (tid != NULL)
 	{
@@ -1378,16 +1377,6 @@ IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
 }
 
 #if PG_VERSION_NUM >= 140000
-/* bsearch comparator: a namespace id against an IdemNamespace */
-static int
-IdemNamespaceIdCompare(const void *key, const void *elem)
-{
-	int32		a = *(const int32 *) key;
-	int32		b = ((const IdemNamespace *) elem)->id;
-
-	return (a > b) - (a < b);
-}
-
 /*
  * The purge's batch on the claims table: delete up to batch expired claims
  * after *cursor, in TID order, with a TID range scan and heap_delete, as
@@ -1442,7 +1431,7 @@ IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss, int nns,
 		slot_getsomeattrs(slot, Max(cr->att_claimed_at, cr->att_ns));
 		claimed_at = DatumGetTimestampTz(slot->tts_values[cr->att_claimed_at - 1]);
 		nsid = DatumGetInt32(slot->tts_values[cr->att_ns - 1]);
-		ns = bsearch(&nsid, nss, nns, sizeof(IdemNamespace), IdemNamespaceIdCompare);
+		ns = IdemNamespaceFindById(nss, nns, nsid);
 		if (ns == NULL || IdemNamespaceExpiry(ns, claimed_at) >= store->now)
 			continue;
 

@@ -373,6 +373,7 @@ IdemGenCollectRow(HeapTuple tuple, TupleDesc desc, void *arg)
 		g->first_claimed[i] = i < f ? DatumGetTimestampTz(first[i]) : DT_NOBEGIN;
 	}
 	g->has_filter = DatumGetBool(SPI_getbinval(tuple, desc, 6, &isnull)) && !isnull;
+	g->opened_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 8, &isnull));
 	g->relid = get_relname_relid(IdemGenRelName(g->id), c->schema);
 	g->slot = -1;
 }
@@ -391,7 +392,7 @@ IdemGenLoad(MemoryContext cxt, int *count)
 	c.schema = cat.schema;
 	(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 						"SELECT id, ttl_class, state, namespaces, last_claimed, filter IS NOT NULL,"
-						" first_claimed FROM idempotency.generations ORDER BY id DESC",
+						" first_claimed, opened_at FROM idempotency.generations ORDER BY id DESC",
 						0, NULL, NULL, NULL, IdemGenCollectRow, &c);
 	MemoryContextSwitchTo(old);
 	*count = c.n;
@@ -534,14 +535,14 @@ IdemGenLoadFilter(IdemGeneration *gen)
 	return loaded;
 }
 
-/* bsearch comparator of namespace ids */
-static int
-IdemInt32Cmp(const void *a, const void *b)
+/* Position of ns among the namespaces of sealed generation gen, or -1 */
+static inline int
+IdemGenNsIndex(const IdemGeneration *gen, const IdemNamespace *ns)
 {
-	int32		x = *(const int32 *) a;
-	int32		y = *(const int32 *) b;
+	int32	   *found = bsearch(&ns->id, gen->nsids, gen->nns, sizeof(int32),
+								IdemInt32Compare);
 
-	return (x > y) - (x < y);
+	return found == NULL ? -1 : (int) (found - gen->nsids);
 }
 
 /*
@@ -551,10 +552,9 @@ IdemInt32Cmp(const void *a, const void *b)
 bool
 IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns, TimestampTz now)
 {
-	int32	   *found = bsearch(&ns->id, gen->nsids, gen->nns, sizeof(int32), IdemInt32Cmp);
+	int			i = IdemGenNsIndex(gen, ns);
 
-	return found == NULL ||
-		IdemNamespaceExpiry(ns, gen->last_claimed[found - gen->nsids]) < now;
+	return i < 0 || IdemNamespaceExpiry(ns, gen->last_claimed[i]) < now;
 }
 
 /*
@@ -564,10 +564,9 @@ IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns, TimestampTz n
 bool
 IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns, TimestampTz now)
 {
-	int32	   *found = bsearch(&ns->id, gen->nsids, gen->nns, sizeof(int32), IdemInt32Cmp);
+	int			i = IdemGenNsIndex(gen, ns);
 
-	return found != NULL &&
-		IdemNamespaceExpiry(ns, gen->first_claimed[found - gen->nsids]) >= now;
+	return i >= 0 && IdemNamespaceExpiry(ns, gen->first_claimed[i]) >= now;
 }
 
 /*
@@ -579,15 +578,11 @@ bool
 IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,
 					 TimestampTz now, uint64 fhash)
 {
-	int32	   *found;
 	int			t;
 
 	Assert(gen->state == IDEM_GEN_SEALED);
-	found = bsearch(&ns->id, gen->nsids, gen->nns, sizeof(int32), IdemInt32Cmp);
-	if (found == NULL)
+	if (IdemGenSealedExpired(gen, ns, now))
 		return false;
-	if (IdemNamespaceExpiry(ns, gen->last_claimed[found - gen->nsids]) < now)
-		return false;			/* all of ns's claims in it have expired */
 	if (!gen->has_filter || gen->filter_failed)
 		return true;
 	if (gen->slot < 0)
@@ -636,9 +631,9 @@ IdemGenInt8Row(HeapTuple tuple, TupleDesc desc, void *arg)
 /*
  * Open a new generation of class c, closing old (the open one, or NULL):
  * its table, its row, and its shared slot, fresh, since nobody can have
- * claimed into it yet.
+ * claimed into it yet.  Returns its id.
  */
-static void
+static int32
 IdemGenOpen(int32 c, IdemGeneration *old)
 {
 	int64		id = 0;
@@ -675,6 +670,7 @@ IdemGenOpen(int32 c, IdemGeneration *old)
 	(void) IdemGenSlotFind((int32) id, true, true);
 	IdemGenRun("INSERT INTO idempotency.generations (id, ttl_class, state) VALUES ($1, $2, 'open')",
 			   2, types, values, NULL);
+	return (int32) id;
 }
 
 /* Close an open generation without a successor: its class has no namespace */
@@ -702,7 +698,7 @@ typedef struct IdemGenNsEntry
 static int
 IdemGenNsEntryCmp(const void *a, const void *b)
 {
-	return IdemInt32Cmp(&((const IdemGenNsEntry *) a)->nsid,
+	return IdemInt32Compare(&((const IdemGenNsEntry *) a)->nsid,
 						&((const IdemGenNsEntry *) b)->nsid);
 }
 
@@ -848,24 +844,8 @@ IdemGenExpired(const IdemGeneration *gen, const IdemNamespace *nss, int nns,
 
 	for (i = 0; i < gen->nns; i++)
 	{
-		int			lo = 0;
-		int			hi = nns - 1;
-		const IdemNamespace *ns = NULL;
+		const IdemNamespace *ns = IdemNamespaceFindById(nss, nns, gen->nsids[i]);
 
-		while (lo <= hi)
-		{
-			int			mid = (lo + hi) / 2;
-
-			if (nss[mid].id == gen->nsids[i])
-			{
-				ns = &nss[mid];
-				break;
-			}
-			if (nss[mid].id < gen->nsids[i])
-				lo = mid + 1;
-			else
-				hi = mid - 1;
-		}
 		if (ns != NULL && IdemNamespaceExpiry(ns, gen->last_claimed[i]) >= now)
 			return false;		/* a namespace that is gone has no live claims */
 	}
@@ -954,26 +934,6 @@ IdemGenRootSweep(void)
 	UnlockRelationOid(relid, ShareLock);
 }
 
-/* Opened_at of each generation, read with the rest for maintenance */
-typedef struct IdemGenAge
-{
-	int32		id;
-	TimestampTz opened_at;
-} IdemGenAge;
-
-/* Collect (id, opened_at) rows */
-static void
-IdemGenAgeRow(HeapTuple tuple, TupleDesc desc, void *arg)
-{
-	List	  **ages = arg;
-	IdemGenAge *a = palloc(sizeof(IdemGenAge));
-	bool		isnull;
-
-	a->id = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
-	a->opened_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 2, &isnull));
-	*ages = lappend(*ages, a);
-}
-
 /* Advisory lock field4 that serialises maintenance passes */
 #define IDEM_GEN_LOCK_FIELD4	480
 
@@ -996,7 +956,8 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 	int			nns;
 	IdemGeneration *gens;
 	int			ngens;
-	List	   *ages = NIL;
+	int32	   *live;
+	int			nlive = 0;
 	TimestampTz now = GetCurrentTimestamp();
 	int32	   *classes;
 	int			nclasses = 0;
@@ -1019,9 +980,8 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 
 	nss = IdemNamespaceLoadAll(&nns);
 	gens = IdemGenLoad(CurrentMemoryContext, &ngens);
-	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
-						"SELECT id, opened_at FROM idempotency.generations WHERE state = 'open'",
-						0, NULL, NULL, NULL, IdemGenAgeRow, &ages);
+	/* the generations live after the pass, for the slot sweep */
+	live = palloc(sizeof(int32) * (2 * ngens + nns + 1));	/* at most one open per class and per switch */
 
 	/* the classes that get generations */
 	classes = palloc(sizeof(int32) * Max(nns, 1));
@@ -1048,14 +1008,13 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 				open = &gens[i];
 		if (open == NULL)
 		{
-			IdemGenOpen(classes[j], NULL);
+			live[nlive++] = IdemGenOpen(classes[j], NULL);
 			done->opened++;
 		}
 	}
 	for (i = 0; i < ngens; i++)
 	{
 		IdemGeneration *g = &gens[i];
-		ListCell   *lc;
 		double		span;
 		bool		in_use = false;
 
@@ -1064,21 +1023,17 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		for (j = 0; j < nclasses; j++)
 			in_use |= (classes[j] == g->ttl_class);
 		span = ldexp(1.0, g->ttl_class) / idem_generations_per_ttl;
-		foreach(lc, ages)
+		if (force_class != IDEM_GEN_ALL_CLASSES && force_class != g->ttl_class &&
+			now < g->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC))
+			continue;
+		if (in_use)
 		{
-			IdemGenAge *a = lfirst(lc);
-
-			if (a->id != g->id ||
-				(force_class != IDEM_GEN_ALL_CLASSES && force_class != g->ttl_class &&
-				 now < a->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC)))
-				continue;
-			if (in_use)
-				IdemGenOpen(g->ttl_class, g);
-			else
-				IdemGenClose(g);
-			g->state = IDEM_GEN_CLOSED;
-			done->opened += in_use ? 1 : 0;
+			live[nlive++] = IdemGenOpen(g->ttl_class, g);
+			done->opened++;
 		}
+		else
+			IdemGenClose(g);
+		g->state = IDEM_GEN_CLOSED;
 	}
 
 	/* seal: a generation closed above has its claimers in flight still */
@@ -1104,6 +1059,7 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		{
 			done->dropped++;
 			done->claims_dropped += claims;
+			gens[i].id = 0;		/* gone */
 		}
 		else
 			done->skipped++;
@@ -1111,17 +1067,10 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 	IdemGenRootSweep();
 
 	/* slots of generations dropped, or opened by transactions that aborted */
-	{
-		int32	   *live = palloc(sizeof(int32) * Max(ngens + done->opened, 1));
-		int			nlive = 0;
-
-		CommandCounterIncrement();
-		pfree(gens);
-		gens = IdemGenLoad(CurrentMemoryContext, &ngens);
-		for (i = 0; i < ngens; i++)
+	for (i = 0; i < ngens; i++)
+		if (gens[i].id != 0)
 			live[nlive++] = gens[i].id;
-		IdemGenSlotSweep(live, nlive);
-	}
+	IdemGenSlotSweep(live, nlive);
 	CommandCounterIncrement();
 }
 

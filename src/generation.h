@@ -27,6 +27,7 @@ typedef struct IdemGeneration
 	int32		ttl_class;
 	IdemGenState state;
 	Oid			relid;			/* idempotency.claims_g<id>, or InvalidOid */
+	TimestampTz opened_at;
 	int			slot;			/* its shared slot, or -1 */
 	bool		has_filter;		/* sealed with a stored filter */
 	bool		filter_failed;	/* could not be loaded: probe instead */

@@ -344,21 +344,13 @@ IdemGenSlotIs(int slot, int32 gen_id)
 		pg_atomic_read_u64(&idem_gen_shared->slots[slot].key) == IdemGenSlotKey(gen_id);
 }
 
-/*
- * Announce that this backend is about to insert a claim of namespace nsid
- * into generation gen_id.  A full barrier: the insertion that follows is
- * ordered after it.
- */
-void
-IdemGenAnnounce(int slot, int32 gen_id, int32 nsid)
+/* Set namespace nsid's bit in a bitmap, writing only if it is not set yet */
+static inline void
+IdemBitmapAnnounce(pg_atomic_uint64 *words, int32 nsid)
 {
 	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
+	pg_atomic_uint64 *word = &words[bit / 64];
 
-	pg_atomic_uint64 *word;
-
-	if (!IdemGenSlotIs(slot, gen_id))
-		return;
-	word = &idem_gen_shared->slots[slot].nsbits[bit / 64];
 	/* set once by the first claimer: no write to a line every backend reads */
 	if ((pg_atomic_read_u64(word) & (UINT64CONST(1) << (bit % 64))) != 0)
 	{
@@ -368,6 +360,28 @@ IdemGenAnnounce(int slot, int32 gen_id, int32 nsid)
 	(void) pg_atomic_fetch_or_u64(word, UINT64CONST(1) << (bit % 64));
 }
 
+/* Is namespace nsid's bit set?  After a full barrier */
+static inline bool
+IdemBitmapHas(pg_atomic_uint64 *words, int32 nsid)
+{
+	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
+
+	pg_memory_barrier();
+	return (pg_atomic_read_u64(&words[bit / 64]) & (UINT64CONST(1) << (bit % 64))) != 0;
+}
+
+/*
+ * Announce that this backend is about to insert a claim of namespace nsid
+ * into generation gen_id.  A full barrier: the insertion that follows is
+ * ordered after it.
+ */
+void
+IdemGenAnnounce(int slot, int32 gen_id, int32 nsid)
+{
+	if (IdemGenSlotIs(slot, gen_id))
+		IdemBitmapAnnounce(idem_gen_shared->slots[slot].nsbits, nsid);
+}
+
 /*
  * Might open generation gen_id hold claims of nsid?  Called after our own
  * insertion, which the barrier orders before the read.  true when unsure.
@@ -375,17 +389,15 @@ IdemGenAnnounce(int slot, int32 gen_id, int32 nsid)
 bool
 IdemGenMayHoldNamespace(int slot, int32 gen_id, int32 nsid)
 {
-	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
-	uint64		word;
+	bool		has;
 
 	if (slot < 0)
 		return true;
-	pg_memory_barrier();
-	word = pg_atomic_read_u64(&idem_gen_shared->slots[slot].nsbits[bit / 64]);
+	has = IdemBitmapHas(idem_gen_shared->slots[slot].nsbits, nsid);
 	pg_read_barrier();
 	if (!IdemGenSlotIs(slot, gen_id))
 		return true;
-	return (word & (UINT64CONST(1) << (bit % 64))) != 0;
+	return has;
 }
 
 /* Is generation gen_id's filter loaded in slot? */
@@ -582,8 +594,7 @@ IdemGenDbForget(void)
 	LWLockRelease(idem_gen_shared->lock);
 	if (db != NULL)
 	{
-		for (i = 0; i < IDEM_GEN_NS_WORDS; i++)
-			(void) pg_atomic_fetch_or_u64(&db->rootbits[i], PG_UINT64_MAX);
+		IdemGenRootAnnounceAll();
 		(void) pg_atomic_fetch_add_u64(&db->opens, 1);
 	}
 }
@@ -592,19 +603,10 @@ IdemGenDbForget(void)
 void
 IdemGenRootAnnounce(int32 nsid)
 {
-	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
 	IdemGenDb  *db = IdemGenDbGet();
-	pg_atomic_uint64 *word;
 
-	if (db == NULL)
-		return;
-	word = &db->rootbits[bit / 64];
-	if ((pg_atomic_read_u64(word) & (UINT64CONST(1) << (bit % 64))) != 0)
-	{
-		pg_memory_barrier();
-		return;
-	}
-	(void) pg_atomic_fetch_or_u64(word, UINT64CONST(1) << (bit % 64));
+	if (db != NULL)
+		IdemBitmapAnnounce(db->rootbits, nsid);
 }
 
 /* Something writes idempotency.claims by hand: any namespace may follow */
@@ -626,14 +628,9 @@ IdemGenRootAnnounceAll(void)
 bool
 IdemGenRootMayHold(int32 nsid)
 {
-	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
 	IdemGenDb  *db = IdemGenDbGet();
 
-	if (db == NULL)
-		return true;
-	pg_memory_barrier();
-	return (pg_atomic_read_u64(&db->rootbits[bit / 64]) &
-			(UINT64CONST(1) << (bit % 64))) != 0;
+	return db == NULL || IdemBitmapHas(db->rootbits, nsid);
 }
 
 /*

@@ -276,6 +276,31 @@ IdemTtlClass(const Interval *ttl)
 	return c;
 }
 
+/* qsort and bsearch comparator of int32 namespace ids */
+int
+IdemInt32Compare(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* bsearch comparator: a namespace id against an IdemNamespace */
+static int
+IdemNamespaceIdCompare(const void *key, const void *elem)
+{
+	return IdemInt32Compare(key, &((const IdemNamespace *) elem)->id);
+}
+
+/* The namespace with id nsid among nss (sorted by id, as from
+ * IdemNamespaceLoadAll), or NULL */
+const IdemNamespace *
+IdemNamespaceFindById(const IdemNamespace *nss, int nns, int32 nsid)
+{
+	return bsearch(&nsid, nss, nns, sizeof(IdemNamespace), IdemNamespaceIdCompare);
+}
+
 /* Collects the (id, ttl) rows of IdemNamespaceLoadAll */
 typedef struct IdemNamespaceList
 {

@@ -41,6 +41,9 @@ extern void IdemValidateTtl(const Interval *ttl);
 extern int32 IdemTtlClass(const Interval *ttl);
 extern double IdemTtlSeconds(const Interval *ttl);
 extern IdemNamespace *IdemNamespaceLoadAll(int *count);
+extern int	IdemInt32Compare(const void *a, const void *b);
+extern const IdemNamespace *IdemNamespaceFindById(const IdemNamespace *nss, int nns,
+												 int32 nsid);
 extern uint64 IdemNamespaceCompact(void);
 
 #endif							/* IDEM_NAMESPACE_H */

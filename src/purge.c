@@ -254,16 +254,6 @@ IdemPurgeTargets(void)
 	return targets;
 }
 
-/* qsort comparator for namespace ids */
-static int
-IdemInt32Compare(const void *a, const void *b)
-{
-	int32		x = *(const int32 *) a;
-	int32		y = *(const int32 *) b;
-
-	return (x > y) - (x < y);
-}
-
 /* Count deleted claims per namespace into the shared statistics */
 static void
 IdemPurgeCountNamespaces(Datum nsarray)
