@@ -17,6 +17,12 @@
 #  - A worker killed with -9 in the middle of a load and restarted: once
 #    every event is redelivered, every balance is still exact, and no
 #    prepared transaction is left.
+#  - Explicit transactions of two force-delegated calls, on the two
+#    workers, under load; the coordinator frozen until a worker holds one of
+#    its prepared transactions, and killed with -9 there: after the restart
+#    and Citus's recovery, no transaction has one claim without the other,
+#    the balances hold exactly the claimed events, and a redelivery of
+#    every pair leaves every account exact.
 use strict;
 use warnings;
 
@@ -240,6 +246,125 @@ is($coord->safe_psql('postgres', q{
 	SELECT sum(result::bigint) FROM run_command_on_workers($$SELECT count(*) FROM pg_prepared_xacts$$)}),
 	'0', 'no prepared transaction is left on the workers');
 
+# --- explicit two-call transactions across both workers, and a coordinator
+# killed between PREPARE and COMMIT PREPARED --------------------------------
+# With force_delegation, each call of a transaction block runs on its
+# account's worker, and the coordinator commits the workers with two-phase
+# commit: the claims commit or abort with their writes on every worker.
+$coord->safe_psql('postgres', q{
+	UPDATE accounts SET balance = 0;
+	CREATE TABLE tp_pairs (k int PRIMARY KEY, a int NOT NULL, b int NOT NULL);
+	WITH placed AS (
+	  SELECT id, p.groupid, row_number() OVER (PARTITION BY p.groupid ORDER BY id) AS r
+	    FROM generate_series(1, 100) id
+	    JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('accounts', id)),
+	  g AS (SELECT min(groupid) AS g1, max(groupid) AS g2 FROM placed),
+	  one AS (SELECT id, r FROM placed, g WHERE groupid = g1),
+	  two AS (SELECT id, r FROM placed, g WHERE groupid = g2)
+	INSERT INTO tp_pairs
+	  SELECT k, one.id, two.id
+	    FROM generate_series(1, 2000) k
+	    JOIN one ON one.r = 1 + k % (SELECT count(*) FROM one)
+	    JOIN two ON two.r = 1 + k % (SELECT count(*) FROM two);});
+is($coord->safe_psql('postgres', q{
+	SELECT count(DISTINCT (pa.groupid, pb.groupid)) FILTER (WHERE pa.groupid <> pb.groupid)
+	     = count(DISTINCT (pa.groupid, pb.groupid))
+	  FROM tp_pairs t
+	  JOIN pg_dist_placement pa ON pa.shardid = get_shard_id_for_distribution_column('accounts', t.a)
+	  JOIN pg_dist_placement pb ON pb.shardid = get_shard_id_for_distribution_column('accounts', t.b)}),
+	't', 'each pair of events writes accounts on the two workers');
+my $tp_script = "$PostgreSQL::Test::Utils::tmp_check/citus_2pc.pgbench";
+open($fh, '>', $tp_script) or die $!;
+print $fh "\\set k random(1, 2000)\n"
+  . "SELECT a, b FROM tp_pairs WHERE k = :k \\gset\n"
+  . "BEGIN;\n"
+  . "SELECT handle_payment(:a, 'tp-' || :k || '-a', 1);\n"
+  . "SELECT handle_payment(:b, 'tp-' || :k || '-b', 1);\n"
+  . "COMMIT;\n";
+close $fh;
+($rc, $out, $err) = $coord->psql('postgres', q{
+	BEGIN;
+	SELECT handle_payment(a, 'tp-1-a', 1) FROM tp_pairs WHERE k = 1;
+	COMMIT;});
+like($err, qr/a claim on a Citus coordinator cannot commit with writes to distributed tables/,
+	'a handler call that is not a constant call is not delegated, and is refused on the coordinator');
+
+# every process of the coordinator, postmaster first
+my $coord_pids = sub {
+	my ($pm) = split /\n/, slurp_file($coord->data_dir . '/postmaster.pid');
+	my @kids = split ' ', `pgrep -P $pm`;
+	return ($pm, @kids);
+};
+my $worker_prepared = sub {
+	my $n = 0;
+	$n += $_->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts') foreach @workers;
+	return $n;
+};
+($bench_out, $bench_err) = ('', '');
+$bench = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', '4', '-j', '2', '-T', '60', '-f', $tp_script,
+	  '-h', $coord->host, '-p', $coord->port, 'postgres' ],
+	'>', \$bench_out, '2>', \$bench_err);
+sleep 2;
+# freeze the coordinator until a worker holds one of its prepared
+# transactions (between PREPARE and COMMIT PREPARED), then kill it there
+my ($caught, @frozen) = (0);
+for my $try (1 .. 200)
+{
+	@frozen = $coord_pids->();
+	kill 'STOP', @frozen;
+	last if ($caught = $worker_prepared->());
+	kill 'CONT', @frozen;
+	usleep(int(rand(20_000)));
+}
+kill 'KILL', @frozen[1 .. $#frozen];
+$coord->kill9;
+ok($caught, "the coordinator was killed with $caught transactions prepared on the workers");
+for (1 .. 60)
+{
+	last unless grep { kill(0, $_) } @frozen;
+	usleep(250_000);
+}
+$bench->finish;
+$coord->start;
+# Citus's recovery commits the prepared transactions whose commit the
+# coordinator recorded, and aborts the others
+for (1 .. 60)
+{
+	last if $worker_prepared->() == 0;
+	$coord->safe_psql('postgres', 'SELECT recover_prepared_transactions()');
+	sleep 1;
+}
+is($worker_prepared->(), 0, 'after the coordinator restarts, no prepared transaction is left');
+my %claimed;
+foreach my $w (@workers)
+{
+	$claimed{$_} = 1 foreach split /\n/, $w->safe_psql('postgres',
+		q{SELECT event_id FROM idem_claims WHERE namespace = 'payments' AND event_id LIKE 'tp-%'});
+}
+my ($pairs, $halves) = (0, 0);
+foreach my $k (1 .. 2000)
+{
+	my ($x, $y) = ($claimed{"tp-$k-a"} // 0, $claimed{"tp-$k-b"} // 0);
+	$pairs++ if $x && $y;
+	$halves++ if $x != $y;
+}
+cmp_ok($pairs, '>', 0, "$pairs two-call transactions committed before the kill");
+is($halves, 0, 'no transaction has one of its two claims without the other');
+is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}), 2 * $pairs,
+	'the balances hold exactly the claimed events (0 applied twice, 0 lost)');
+# the broker redelivers every pair, in the same transactions
+my $again = $coord->safe_psql('postgres', q{
+	SELECT string_agg(format(E'BEGIN;\nSELECT handle_payment(%s, %L, 1);\nSELECT handle_payment(%s, %L, 1);\nCOMMIT;',
+	                         a, 'tp-' || k || '-a', b, 'tp-' || k || '-b'), E'\n' ORDER BY k)
+	  FROM tp_pairs});
+$coord->safe_psql('postgres', $again);
+is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}), 4000,
+	'once every pair is redelivered, the balances hold each of the 4,000 events once');
+is($coord->safe_psql('postgres', q{
+	WITH due AS (SELECT id, count(*) AS n FROM tp_pairs, LATERAL (VALUES (a), (b)) v(id) GROUP BY id)
+	SELECT count(*) FROM accounts x LEFT JOIN due USING (id) WHERE x.balance <> coalesce(due.n, 0)}),
+	'0', 'and every account holds exactly its own events: 0 applied twice, 0 lost');
 amcheck_claims($_, 'postgres', $_->name) foreach @workers;
 $_->stop foreach reverse @nodes;
 done_testing();
