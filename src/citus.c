@@ -16,7 +16,12 @@
  *	   transaction holds, and refuses if it has written a distributed (or
  *	   reference) table already;
  *	 - once a transaction has claimed, an ExecutorStart hook refuses any
- *	   statement that would write one.
+ *	   statement that would write one, and a ProcessUtility hook any COPY
+ *	   into one.
+ *
+ * "Distributed" here means a table with a shard placed on another node:
+ * distributed and reference tables.  A Citus local table lives on the
+ * coordinator alone, so a claim beside its writes commits with them.
  *
  * Elsewhere (no Citus, a worker, a single-node Citus whose shards are all
  * local) nothing changes, and the only cost is one flag test per claim
@@ -34,10 +39,11 @@
 #include "commands/extension.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
-#include "utils/array.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/lockdefs.h"
+#include "tcop/utility.h"
+#include "utils/array.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 
@@ -66,6 +72,7 @@ static int	idem_claim_nest_level = 0;
 static bool idem_xact_checked = false;
 
 static ExecutorStart_hook_type prev_executor_start = NULL;
+static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* an internal table of ours was invalidated: Citus may have distributed it */
 static bool idem_xact_dist_check = false;
@@ -147,8 +154,10 @@ IdemCitusCheckClaim(void)
 	if (IdemCitusRoleGet() == IDEM_CITUS_COORDINATOR)
 	{
 		if (IdemCitusAsk("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l"
-						 "  JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = l.relation"
+						 "  JOIN pg_catalog.pg_dist_shard s ON s.logicalrelid = l.relation"
+						 "  JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid"
 						 " WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation'"
+						 "   AND p.groupid <> 0"
 						 "   AND l.database = (SELECT oid FROM pg_catalog.pg_database"
 						 "                      WHERE datname = pg_catalog.current_database())"
 						 "   AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock',"
@@ -159,6 +168,26 @@ IdemCitusCheckClaim(void)
 		idem_claim_nest_level = GetCurrentTransactionNestLevel();
 	}
 	idem_xact_checked = true;
+}
+
+/*
+ * Has any of these n tables a shard placed on another node?  Distributed
+ * and reference tables have; a Citus local table, whose only shard is here
+ * on the coordinator (group 0), is written in this node's own transaction.
+ */
+static bool
+IdemCitusAnyRemote(Datum *relids, int n)
+{
+	Oid			argtypes[1] = {OIDARRAYOID};
+	Datum		args[1];
+
+	args[0] = PointerGetDatum(construct_array(relids, n, OIDOID,
+											  sizeof(Oid), true, TYPALIGN_INT));
+	return IdemCitusAsk("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_shard s"
+						"  JOIN pg_catalog.pg_dist_placement p ON p.shardid = s.shardid"
+						" WHERE s.logicalrelid OPERATOR(pg_catalog.=) ANY ($1)"
+						"   AND p.groupid <> 0)",
+						1, argtypes, args);
 }
 
 /* ExecutorStart: after a coordinator claim, no write to a distributed table */
@@ -181,24 +210,41 @@ IdemCitusExecutorStart(QueryDesc *queryDesc, int eflags)
 			if (rte->rtekind == RTE_RELATION && rte->rellockmode >= RowExclusiveLock)
 				written[n++] = ObjectIdGetDatum(rte->relid);
 		}
-		if (n > 0)
-		{
-			Oid			argtypes[1] = {OIDARRAYOID};
-			Datum		args[1];
-
-			args[0] = PointerGetDatum(construct_array(written, n, OIDOID,
-													  sizeof(Oid), true, TYPALIGN_INT));
-			if (IdemCitusAsk("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition"
-							 "                WHERE logicalrelid OPERATOR(pg_catalog.=) ANY ($1))",
-							 1, argtypes, args))
-				IdemCitusRefuse();
-		}
+		if (n > 0 && IdemCitusAnyRemote(written, n))
+			IdemCitusRefuse();
 		pfree(written);
 	}
 	if (prev_executor_start)
 		prev_executor_start(queryDesc, eflags);
 	else
 		standard_ExecutorStart(queryDesc, eflags);
+}
+
+/* ProcessUtility: after a coordinator claim, no COPY into a distributed table */
+static void
+IdemCitusProcessUtility(PlannedStmt *pstmt, const char *queryString,
+						bool readOnlyTree, ProcessUtilityContext context,
+						ParamListInfo params, QueryEnvironment *queryEnv,
+						DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+
+	if (idem_xact_coordinator_claim && IsA(parsetree, CopyStmt) &&
+		((CopyStmt *) parsetree)->is_from && ((CopyStmt *) parsetree)->relation != NULL)
+	{
+		Oid			relid = RangeVarGetRelid(((CopyStmt *) parsetree)->relation,
+											 NoLock, true);
+		Datum		rel = ObjectIdGetDatum(relid);
+
+		if (OidIsValid(relid) && IdemCitusAnyRemote(&rel, 1))
+			IdemCitusRefuse();
+	}
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
 }
 
 /*
@@ -282,6 +328,8 @@ IdemCitusInit(void)
 		strstr(shared_preload_libraries_string, "citus") != NULL;
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = IdemCitusExecutorStart;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = IdemCitusProcessUtility;
 	RegisterXactCallback(IdemCitusXactCallback, NULL);
 	RegisterSubXactCallback(IdemCitusSubXactCallback, NULL);
 	IdemInvalOnRelcache(IdemCitusRelcache);

@@ -11,7 +11,9 @@
 #    claimed exactly once across the workers, and amcheck is clean on each.
 #  - The guard rail: on the coordinator, a claim in a transaction that
 #    writes a distributed table is refused (its commit would not be atomic
-#    with the workers'), whichever comes first.
+#    with the workers'), whichever comes first, a COPY and a reference
+#    table included; a Citus local table, on the coordinator alone, is not
+#    refused.
 #  - Namespaces reach every node through run_command_on_all_nodes, and so
 #    do reads of claims across the cluster, as the README shows.
 #  - A worker killed with -9 in the middle of a load and restarted: once
@@ -142,6 +144,15 @@ is($coord->safe_psql('postgres', q{
 	'0', 'and none on the coordinator');
 
 # --- the guard rail on the coordinator ------------------------------------
+$coord->safe_psql('postgres', q{
+	CREATE TABLE currencies (code text PRIMARY KEY);
+	SELECT create_reference_table('currencies');
+	CREATE TABLE coord_audit (event text);
+	SELECT citus_add_local_table_to_metadata('coord_audit');});
+is($coord->safe_psql('postgres', q{
+	SELECT string_agg(logicalrelid::text || ':' || partmethod::text, ',' ORDER BY logicalrelid::text)
+	  FROM pg_dist_partition WHERE logicalrelid IN ('currencies'::regclass, 'coord_audit'::regclass)}),
+	'coord_audit:n,currencies:n', 'a reference table and a Citus local table');
 my ($rc, $out, $err) = $coord->psql('postgres', q{
 	BEGIN;
 	UPDATE accounts SET balance = balance WHERE id = 1;
@@ -159,6 +170,34 @@ like($err, qr/ERROR:  a claim on a Citus coordinator cannot commit with writes t
 like($err, qr/HINT:  .*create_distributed_function/, 'the hint points to the delegated handler');
 is($coord->safe_psql('postgres', q{SELECT idem_claim('coord-3', 'payments')}), 't',
 	'a claim on the coordinator with no distributed write still works');
+($rc, $out, $err) = $coord->psql('postgres', qq{
+	BEGIN;
+	SELECT idem_claim('coord-copy', 'payments');
+	COPY accounts (id) FROM STDIN;
+1001
+\\.
+	COMMIT;});
+like($err, qr/ERROR:  a claim on a Citus coordinator cannot commit with writes to distributed tables/,
+	'a COPY into a distributed table after a claim on the coordinator is refused');
+($rc, $out, $err) = $coord->psql('postgres', q{
+	BEGIN;
+	SELECT idem_claim('coord-ref', 'payments');
+	INSERT INTO currencies VALUES ('EUR');
+	COMMIT;});
+like($err, qr/ERROR:  a claim on a Citus coordinator cannot commit with writes to distributed tables/,
+	'a write to a reference table after a claim on the coordinator is refused');
+# a Citus local table lives on the coordinator alone: its writes commit in
+# the coordinator's own transaction, with the claim
+($rc, $out, $err) = $coord->psql('postgres', q{
+	BEGIN;
+	INSERT INTO coord_audit VALUES ('coord-loc-1');
+	SELECT idem_claim('coord-loc-1', 'payments');
+	INSERT INTO coord_audit VALUES ('coord-loc-2');
+	COMMIT;});
+is($rc, 0, 'a claim beside writes to a Citus local table on the coordinator commits') or diag($err);
+is($coord->safe_psql('postgres', q{SELECT count(*) FROM coord_audit}) . '/'
+   . $coord->safe_psql('postgres', q{SELECT idem_claimed('coord-loc-1', 'payments')}),
+	'2/t', 'with both of its writes');
 ($rc, $out, $err) = $coord->psql('postgres', q{
 	BEGIN;
 	SAVEPOINT s;
