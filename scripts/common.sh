@@ -76,7 +76,7 @@ free_port() {
     local p
     for p in $(seq 54320 54520); do
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && [ ! -e "/tmp/.s.PGSQL.$p" ] \
-           && ! ls /tmp/idempotency-*/.s.PGSQL.$p >/dev/null 2>&1; then
+           && ! ls /tmp/idempotency-*/.s.PGSQL.$p /tmp/idempotency-*/*/.s.PGSQL.$p >/dev/null 2>&1; then
             echo "$p"; return
         fi
     done
