@@ -7,6 +7,7 @@ OBJS = \
 	src/binding.o \
 	src/cas.o \
 	src/citus.o \
+	src/citusshard.o \
 	src/catalog.o \
 	src/claim.o \
 	src/claimcache.o \
@@ -49,7 +50,9 @@ WERROR ?= -Werror
 PG_CFLAGS = -Wall -Wextra $(WERROR)
 
 PG_CONFIG ?= pg_config
-PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
+PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server) -isystem $(shell $(PG_CONFIG) --includedir)
+# libpq: a Citus shard move reads the claims of the shard from the node it leaves
+SHLIB_LINK_INTERNAL = -L$(shell $(PG_CONFIG) --libdir) -lpq
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 

@@ -265,6 +265,17 @@ COMMENT ON FUNCTION idem_claims_import(text, text, timestamptz, bigint) IS
     'store a claim exported from another node (resharding), keeping its claimed_at and fingerprint';
 REVOKE EXECUTE ON FUNCTION idem_claims_import(text, text, timestamptz, bigint) FROM PUBLIC;
 
+-- On Citus: a claim kept with the shard of the row a handler writes, in a
+-- namespace of its own for the shard (namespace, byte 0x1f, shard id), so
+-- that a shard move takes its claims along (src/citusshard.c).
+CREATE FUNCTION idem_citus_claim(event_id text, namespace text, shard bigint,
+                                 fingerprint text DEFAULT NULL)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_citus_claim'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_citus_claim(text, text, bigint, text) IS
+    'idem_claim in a Citus handler, kept with the shard of the row it writes so that it moves with the shard';
+
 CREATE FUNCTION idem_namespace_define(namespace text, ttl interval)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_namespace_define'
@@ -471,7 +482,7 @@ CREATE FUNCTION idempotency.idem_expires_at(since timestamptz, ttl interval)
     AS $$SELECT pg_catalog.timezone('UTC', pg_catalog.timezone('UTC', since) OPERATOR(pg_catalog.+) ttl)$$;
 
 CREATE VIEW idem_claims AS
-    SELECT n.name                          AS namespace,
+    SELECT pg_catalog.split_part(n.name, E'\x1f', 1) AS namespace,
            idempotency.idem_key_text(c.key) AS event_id,
            c.claimed_at,
            e.expires_at,

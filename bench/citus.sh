@@ -1,7 +1,8 @@
 # bench/citus.sh: the Citus benchmark, sourced by bench/run.
 #
 # The same consumer, the README's delegated handler (claim, then update the
-# account), on one node and through a Citus coordinator to two workers:
+# account), on one node (with idem_claim) and through a Citus coordinator
+# to two workers (with idem_citus_claim, as the README's recipe):
 #  - one node: bench/run's own cluster, the handler a plain function;
 #  - Citus: three more clusters on this machine, with the settings of
 #    bench/run's, the handler distributed with force_delegation and
@@ -66,17 +67,20 @@ CREATE TABLE cb_accounts (id int PRIMARY KEY, balance bigint NOT NULL DEFAULT 0)
 SQL
 }
 
+# citus_handler claim: the handler, claiming with claim (the README's
+# idem_citus_claim with the account's shard on Citus, idem_claim on one node)
 citus_handler() {
-    cat <<'SQL'
+    local claim=$1
+    cat <<SQL
 CREATE FUNCTION cb_handle_payment(p_account int, p_event text, p_amount bigint)
-RETURNS boolean LANGUAGE plpgsql AS $$
+RETURNS boolean LANGUAGE plpgsql AS \$\$
 BEGIN
-    IF NOT idem_claim(p_event, 'bench_citus') THEN
+    IF NOT $claim THEN
         RETURN false;
     END IF;
     UPDATE cb_accounts SET balance = balance + p_amount WHERE id = p_account;
     RETURN true;
-END $$;
+END \$\$;
 SQL
 }
 
@@ -107,7 +111,7 @@ bench_citus() {
 
     # one node
     psql_q -c "SELECT idem_namespace_define('bench_citus', '7 days')" >/dev/null
-    { citus_schema; citus_handler; } | psql_q >/dev/null
+    { citus_schema; citus_handler "idem_claim(p_event, 'bench_citus')"; } | psql_q >/dev/null
     psql_q -c "INSERT INTO cb_accounts SELECT g FROM generate_series(1, 1000) g"
 
     # a coordinator and two workers
@@ -125,7 +129,8 @@ bench_citus() {
     citus_schema | cpsql 0 >/dev/null
     cpsql 0 -c "SELECT create_distributed_table('cb_accounts', 'id')" >/dev/null
     cpsql 0 -c "INSERT INTO cb_accounts SELECT g FROM generate_series(1, 1000) g"
-    citus_handler | cpsql 0 >/dev/null
+    citus_handler "idem_citus_claim(p_event, 'bench_citus',
+                   get_shard_id_for_distribution_column('cb_accounts', p_account))" | cpsql 0 >/dev/null
     cpsql 0 -c "SELECT create_distributed_function('cb_handle_payment(int,text,bigint)',
                   distribution_arg_name := 'p_account', colocate_with := 'cb_accounts',
                   force_delegation := true)" >/dev/null

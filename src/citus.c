@@ -49,6 +49,7 @@
 
 #include "catalog.h"
 #include "citus.h"
+#include "citusshard.h"
 #include "idempotency.h"
 #include "inval.h"
 #include "ownerspi.h"
@@ -190,10 +191,16 @@ IdemCitusAnyRemote(Datum *relids, int n)
 						1, argtypes, args);
 }
 
-/* ExecutorStart: after a coordinator claim, no write to a distributed table */
+/*
+ * ExecutorStart: after a coordinator claim, no write to a distributed
+ * table; and shard moves, for citusshard.c
+ */
 static void
 IdemCitusExecutorStart(QueryDesc *queryDesc, int eflags)
 {
+	/* a shard move's placement change: its claims move too */
+	if (idem_citus_preloaded && (eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0)
+		IdemCitusShardSeeStatement(queryDesc);
 	if (idem_xact_coordinator_claim &&
 		(eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0)
 	{

@@ -1,7 +1,8 @@
 /*
  * citus.h
  *	  A guard rail beside Citus: on a coordinator, a claim and a write to a
- *	  distributed table never commit in one transaction.
+ *	  distributed table never commit in one transaction.  (Claims kept with
+ *	  a shard, and moved with it, are citusshard.c's.)
  */
 #ifndef IDEM_CITUS_H
 #define IDEM_CITUS_H

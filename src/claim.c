@@ -1,7 +1,7 @@
 /*
  * claim.c
  *	  The SQL claim functions: idem_claim, idem_try_claim, idem_claim_many,
- *	  idem_claimed and idem_release.
+ *	  idem_claimed, idem_release, idem_claims_import and idem_citus_claim.
  *
  * These functions validate their arguments, check the caller's privileges
  * and hand the work to claimstore.c.  They are not STRICT, so that a NULL
@@ -21,6 +21,8 @@
 #include "utils/timestamp.h"
 
 #include "catalog.h"
+#include "citusshard.h"
+#include "claim.h"
 #include "claimcache.h"
 #include "claimkey.h"
 #include "claimstore.h"
@@ -34,6 +36,7 @@ PG_FUNCTION_INFO_V1(idem_claim_many);
 PG_FUNCTION_INFO_V1(idem_claimed);
 PG_FUNCTION_INFO_V1(idem_release);
 PG_FUNCTION_INFO_V1(idem_claims_import);
+PG_FUNCTION_INFO_V1(idem_citus_claim);
 
 /*
  * Read the (event_id, namespace) arguments every function here starts
@@ -288,9 +291,7 @@ idem_claims_import(PG_FUNCTION_ARGS)
 {
 	IdemKey		key;
 	IdemNamespace ns;
-	IdemStore	store;
 	IdemClaimRow row;
-	IdemClaimOutcome outcome;
 
 	(void) IdemKeyArgs(fcinfo, "idem_claims_import()", ACL_INSERT, true, &key, &ns);
 	row.claimed_at = DatumGetTimestampTz(IdemArgNotNull(fcinfo, 2, "claimed_at"));
@@ -302,11 +303,61 @@ idem_claims_import(PG_FUNCTION_ARGS)
 				 errmsg("claimed_at must be a finite time in the past"),
 				 errdetail("An imported claim keeps the time it was first claimed.")));
 
+	PG_RETURN_BOOL(IdemClaimImport(&key.hdr, &ns, &row));
+}
+
+/*
+ * Store one exported claim (key, claimed_at and fingerprint in row) in
+ * namespace ns, unless it has expired here.  True if it was stored.
+ */
+bool
+IdemClaimImport(const bytea *key, IdemNamespace *ns, const IdemClaimRow *row)
+{
+	IdemStore	store;
+	IdemClaimOutcome outcome;
+
 	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
-	if (IdemNamespaceExpiry(&ns, row.claimed_at) < store.now)
+	if (IdemNamespaceExpiry(ns, row->claimed_at) < store.now)
 		outcome = IDEM_CLAIM_DUPLICATE; /* expired here: nothing to import */
 	else
-		outcome = IdemStoreImport(&store, &ns, &key.hdr, &row);
+		outcome = IdemStoreImport(&store, ns, key, row);
+	IdemStoreClose(&store);
+	return outcome == IDEM_CLAIM_NEW;
+}
+
+/*
+ * idem_citus_claim(event_id text, namespace text, shard bigint,
+ *					fingerprint text) returns boolean
+ *
+ * idem_claim for a handler on a Citus worker, given the shard of the row it
+ * writes (get_shard_id_for_distribution_column): the claim is kept with
+ * that shard, and moves with it (citusshard.c).  Refuses with a
+ * serialization failure if the shard is no longer on this node.
+ */
+Datum
+idem_citus_claim(PG_FUNCTION_ARGS)
+{
+	text	   *id = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "event id"));
+	text	   *parent = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "namespace"));
+	int64		shard = DatumGetInt64(IdemArgNotNull(fcinfo, 2, "shard"));
+	text	   *fingerprint = NULL;
+	IdemKey		key;
+	IdemNamespace ns;
+	IdemStore	store;
+	IdemClaimOutcome outcome;
+
+	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
+		fingerprint = PG_GETARG_TEXT_PP(3);
+	IdemEncodeKey(id, &key);
+	IdemValidateNamespace(parent);
+	IdemCheckWritable("idem_citus_claim()");
+	IdemCheckClaimsPrivilege(ACL_INSERT);
+	IdemCitusShardEnter(shard);
+	IdemCitusShardNamespace(parent, shard, &ns);
+
+	IdemClaimCachePrefetch(ns.id, &key.hdr);
+	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
+	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, false);
 	IdemStoreClose(&store);
 	PG_RETURN_BOOL(outcome == IDEM_CLAIM_NEW);
 }

@@ -15,6 +15,7 @@
 #include "utils/guc.h"
 
 #include "citus.h"
+#include "citusshard.h"
 #include "claimcache.h"
 #include "claimrel.h"
 #include "inval.h"
@@ -40,6 +41,7 @@ _PG_init(void)
 	IdemBindingInit();
 	IdemShmemInit();
 	IdemCitusInit();
+	IdemCitusShardInit();
 	IdemPurgeInit();
 	IdemGenerationInit();
 	IdemWorkerInit();

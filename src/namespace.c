@@ -502,7 +502,7 @@ IdemNamespaceWrite(const IdemCatalog *cat, const char *name, const Interval *ttl
  */
 static bool
 IdemNamespaceLoad(const IdemCatalog *cat, const char *name, bool create,
-				  IdemNamespace *entry, bool *tentative)
+				  const Interval *create_ttl, IdemNamespace *entry, bool *tentative)
 {
 	IdemNamespaceRow row;
 
@@ -519,7 +519,7 @@ IdemNamespaceLoad(const IdemCatalog *cat, const char *name, bool create,
 		{
 			/* adopt the id of a row in flight, or make a new one */
 			IdemNamespaceScan(cat, name, &dirty, &row);
-			IdemNamespaceWrite(cat, name, NULL, false, &row);
+			IdemNamespaceWrite(cat, name, row.found ? NULL : create_ttl, false, &row);
 		}
 		IdemNamespaceLockName(name, false);
 	}
@@ -541,6 +541,17 @@ IdemNamespaceLoad(const IdemCatalog *cat, const char *name, bool create,
  */
 bool
 IdemNamespaceGet(const text *name, bool create, IdemNamespace *out)
+{
+	return IdemNamespaceGetWithTtl(name, create, NULL, out);
+}
+
+/*
+ * As IdemNamespaceGet, but a namespace created here gets create_ttl (NULL:
+ * idempotency.default_ttl)
+ */
+bool
+IdemNamespaceGetWithTtl(const text *name, bool create, const Interval *create_ttl,
+						IdemNamespace *out)
 {
 	const char *data = VARDATA_ANY(name);
 	int			len = VARSIZE_ANY_EXHDR(name);
@@ -589,12 +600,12 @@ IdemNamespaceGet(const text *name, bool create, IdemNamespace *out)
 	cat = IdemGetCatalog();
 	idem_ns_relid = cat.namespaces;
 	memset(&loaded, 0, sizeof(loaded));
-	if (!IdemNamespaceLoad(&cat, key, create, &loaded, &tentative))
+	if (!IdemNamespaceLoad(&cat, key, create, create_ttl, &loaded, &tentative))
 		return false;
 
 	/* SPI may have processed invalidations that destroyed the cache */
 	if (idem_ns_cache == NULL)
-		return IdemNamespaceGet(name, create, out);
+		return IdemNamespaceGetWithTtl(name, create, create_ttl, out);
 
 	entry = hash_search(idem_ns_cache, key, HASH_ENTER, &found);
 	entry->id = loaded.id;
@@ -636,6 +647,51 @@ IdemNamespaceCompact(void)
 	return IdemOwnerRun(relid, IDEM_RUN_LATEST, delete_sql, 0, NULL, NULL, NULL, NULL, NULL);
 }
 
+/* Write a defining row of namespace name with ttl */
+static void
+IdemNamespaceDefineOne(const IdemCatalog *cat, const char *name, const Interval *ttl)
+{
+	IdemNamespaceRow row;
+	SnapshotData dirty;
+
+	InitDirtySnapshot(dirty);
+	IdemNamespaceLockName(name, true);
+	IdemNamespaceScan(cat, name, &dirty, &row);
+	IdemNamespaceWrite(cat, name, ttl, true, &row);
+	IdemNamespaceLockName(name, false);
+}
+
+/* Collects the names a query returns into a List of C strings */
+static void
+IdemNamespaceCollectName(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	List	  **names = (List **) arg;
+	char	   *name = SPI_getvalue(tuple, desc, 1);
+
+	if (name != NULL)
+		*names = lappend(*names, name);
+}
+
+/*
+ * The shard namespaces of name (idem_citus_claim's, "name" IDEM_SHARD_SEP
+ * shard id) follow its TTL: define each of them with ttl too
+ */
+static void
+IdemNamespaceDefineShards(const IdemCatalog *cat, const char *name, const Interval *ttl)
+{
+	List	   *names = NIL;
+	ListCell   *lc;
+	char	   *prefix = psprintf("%s%c", name, IDEM_SHARD_SEP);
+
+	(void) IdemOwnerRun(cat->namespaces, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT DISTINCT name FROM idempotency.namespaces"
+						" WHERE pg_catalog.left(name, pg_catalog.length($1)) OPERATOR(pg_catalog.=) $1",
+						1, (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(prefix)},
+						NULL, IdemNamespaceCollectName, &names);
+	foreach(lc, names)
+		IdemNamespaceDefineOne(cat, (const char *) lfirst(lc), ttl);
+}
+
 /*
  * idem_namespace_define(namespace text, ttl interval) returns void
  *
@@ -649,8 +705,6 @@ idem_namespace_define(PG_FUNCTION_ARGS)
 	Interval   *ttl = DatumGetIntervalP(IdemArgNotNull(fcinfo, 1, "ttl"));
 	char	   *cname;
 	IdemCatalog cat;
-	IdemNamespaceRow row;
-	SnapshotData dirty;
 
 	IdemValidateNamespace(name);
 	IdemValidateTtl(ttl);
@@ -658,11 +712,8 @@ idem_namespace_define(PG_FUNCTION_ARGS)
 	cname = text_to_cstring(name);
 
 	cat = IdemGetCatalog();
-	InitDirtySnapshot(dirty);
-	IdemNamespaceLockName(cname, true);
-	IdemNamespaceScan(&cat, cname, &dirty, &row);
-	IdemNamespaceWrite(&cat, cname, ttl, true, &row);
-	IdemNamespaceLockName(cname, false);
+	IdemNamespaceDefineOne(&cat, cname, ttl);
+	IdemNamespaceDefineShards(&cat, cname, ttl);
 
 	/* The statement trigger told other backends; forget our own copy */
 	IdemNamespaceCacheReset();

@@ -29,12 +29,21 @@ typedef struct IdemNamespace
 /* Advisory lock field4 of the per-name namespace lock (keyed locks use 478) */
 #define IDEM_NAMESPACE_LOCK_FIELD4	479
 
+/*
+ * The byte between a namespace's name and a Citus shard id in the name of
+ * the namespace that holds idem_citus_claim's claims of that shard
+ * (citusshard.c): reserved, it never occurs in a name users type
+ */
+#define IDEM_SHARD_SEP	'\x1f'
+
 /* GUC: TTL in seconds of a namespace created on first use */
 extern int	idem_default_ttl;
 
 extern void IdemValidateNamespace(const text *name);
 extern bool IdemNamespaceGet(const text *name, bool create,
 							 IdemNamespace *out);
+extern bool IdemNamespaceGetWithTtl(const text *name, bool create,
+									const Interval *create_ttl, IdemNamespace *out);
 extern TimestampTz IdemNamespaceExpiry(const IdemNamespace *ns,
 									   TimestampTz claimed_at);
 extern void IdemValidateTtl(const Interval *ttl);

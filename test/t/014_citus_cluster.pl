@@ -16,6 +16,11 @@
 #    refused.
 #  - Namespaces reach every node through run_command_on_all_nodes, and so
 #    do reads of claims across the cluster, as the README shows.
+#  - Shard moves during a load (logical replication and block_writes),
+#    then the rebalancer: idem_citus_claim keeps each claim with its
+#    account's shard and the move takes the claims along, so each node
+#    holds only the claims of its shards, the balances hold exactly the
+#    claimed events, and a full redelivery leaves every balance exact.
 #  - A worker killed with -9 in the middle of a load and restarted: once
 #    every event is redelivered, every balance is still exact, and no
 #    prepared transaction is left.
@@ -53,9 +58,14 @@ shared_preload_libraries = 'citus,idempotency'
 max_connections = 60
 max_worker_processes = 16
 max_prepared_transactions = 20
+wal_level = logical
+max_wal_senders = 10
+max_replication_slots = 10
 idempotency.purge_enabled = off
 citus.log_remote_commands = off
 });
+	# Citus connects to the node itself (shard moves) at citus.local_hostname
+	$node->append_conf('postgresql.conf', "citus.local_hostname = '" . $node->host . "'");
 	$node->start;
 	# amcheck too, before the node joins: Citus then refuses CREATE EXTENSION on a worker
 	$node->safe_psql('postgres', 'CREATE EXTENSION citus; CREATE EXTENSION idempotency; CREATE EXTENSION amcheck;');
@@ -139,8 +149,7 @@ is($coord->safe_psql('postgres', q{
 	  $$SELECT count(*) FROM idem_claims WHERE namespace = 'payments' AND event_id LIKE 'ev-%'$$)}),
 	$events, 'every event is claimed exactly once, on the worker holding its account');
 is($coord->safe_psql('postgres', q{
-	SELECT count(*) FROM idempotency.claims c JOIN idempotency.namespaces n ON n.id = c.ns
-	 WHERE n.name = 'payments'}),
+	SELECT count(*) FROM idem_claims WHERE namespace = 'payments'}),
 	'0', 'and none on the coordinator');
 
 # --- the guard rail on the coordinator ------------------------------------
@@ -231,11 +240,95 @@ like($err, qr/a claim on a Citus coordinator cannot commit with writes to distri
 	'in an explicit transaction without force_delegation the call runs on the coordinator, and is refused');
 ($rc, $out, $err) = $coord->psql('postgres', q{
 	SELECT handle_payment(7, 'nd-3', 1), handle_payment(8, 'nd-4', 1);});
-like($err, qr/a claim on a Citus coordinator cannot commit with writes to distributed tables/,
-	'two calls in one statement run on the coordinator, and are refused');
+like($err, qr/ERROR:  shard \d+ is not placed on this node/,
+	'two calls in one statement run on the coordinator, and are refused there');
 $coord->safe_psql('postgres', q{UPDATE accounts SET balance = balance - 1 WHERE id = 7});
 is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}), $events,
 	'the refused transactions changed nothing');
+
+# --- shard moves and rebalancing during a load ------------------------------
+# idem_citus_claim keeps each claim with the shard of the account's row;
+# when Citus moves the shard, the move takes the claims along.  Moves use
+# logical replication (the default) and block_writes; then the rebalancer.
+$coord->safe_psql('postgres', 'UPDATE accounts SET balance = 0');
+my $placement = sub {
+	return $coord->safe_psql('postgres', q{
+		SELECT string_agg(shardid || '@' || nodeport, ',' ORDER BY shardid)
+		  FROM pg_dist_shard_placement
+		 WHERE shardid IN (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'accounts'::regclass)});
+};
+my $before = $placement->();
+my $mv_events = 3000;
+my $mv_script = "$PostgreSQL::Test::Utils::tmp_check/citus_move.pgbench";
+open($fh, '>', $mv_script) or die $!;
+print $fh "\\set e random(1, $mv_events)\n"
+  . "SELECT handle_payment((:e % 100) + 1, 'mv-' || :e, 1);\n";
+close $fh;
+my ($mv_out, $mv_err) = ('', '');
+my $mv_bench = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', '4', '-j', '2', '-T', '25', '--max-tries=50', '-f', $mv_script,
+	  '-h', $coord->host, '-p', $coord->port, 'postgres' ],
+	'>', \$mv_out, '2>', \$mv_err);
+sleep 2;
+my @w1_shards = split /\n/, $coord->safe_psql('postgres', sprintf(q{
+	SELECT shardid FROM pg_dist_shard_placement
+	 WHERE nodeport = %d AND shardid IN (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'accounts'::regclass)
+	 ORDER BY shardid LIMIT 3}, $workers[0]->port));
+my @moves = (
+	[ $w1_shards[0], 'auto' ], [ $w1_shards[1], 'block_writes' ], [ $w1_shards[2], 'auto' ]);
+foreach my $m (@moves)
+{
+	my ($shard, $mode) = @$m;
+	my ($rc_m, $out_m, $err_m) = $coord->psql('postgres', sprintf(
+		q{SELECT citus_move_shard_placement(%s, '%s', %d, '%s', %d, shard_transfer_mode => '%s')},
+		$shard, $workers[0]->host, $workers[0]->port, $workers[1]->host, $workers[1]->port, $mode));
+	is($rc_m, 0, "shard $shard moves from worker1 to worker2 ($mode) during the load") or diag($err_m);
+}
+my ($rc_r, $out_r, $err_r) = $coord->psql('postgres',
+	q{SELECT citus_rebalance_start(); SELECT citus_rebalance_wait();});
+is($rc_r, 0, 'the rebalancer runs during the load') or diag($err_r);
+my $mv_live = $mv_bench->pumpable;
+$mv_bench->finish;
+ok($mv_live, 'the load was still running when the moves and the rebalance ended');
+like($mv_out, qr/number of transactions actually processed: [1-9]/, 'the load made deliveries');
+my $after = $placement->();
+isnt($after, $before, 'the shards of the accounts are placed differently afterwards');
+# before any redelivery: each claim is on the node holding its shard, and
+# every applied event is claimed exactly once
+foreach my $w (@workers)
+{
+	is($w->safe_psql('postgres', q{
+		SELECT count(*) FROM idempotency.claims c JOIN idem_namespaces n ON n.id = c.ns
+		 WHERE pg_catalog.split_part(n.name, E'\x1f', 1) = 'payments'
+		   AND pg_catalog.split_part(n.name, E'\x1f', 2) <> ''
+		   AND pg_catalog.split_part(n.name, E'\x1f', 2)::bigint NOT IN
+		       (SELECT shardid FROM pg_dist_placement
+		         WHERE groupid = (SELECT groupid FROM pg_dist_local_group))}),
+		'0', $w->name . ' holds claims only of the shards it holds');
+}
+my $mv_claims = $coord->safe_psql('postgres', q{
+	SELECT sum(result::bigint) FROM run_command_on_workers(
+	  $$SELECT count(*) FROM idem_claims WHERE namespace = 'payments' AND event_id LIKE 'mv-%'$$)});
+is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}), $mv_claims,
+	"the balances hold exactly the $mv_claims claimed events, across the moves");
+# every event redelivered, until a pass meets no error
+my $mv_again = join('', map { sprintf("SELECT handle_payment(%d, 'mv-%d', 1);\n", ($_ % 100) + 1, $_) }
+	  1 .. $mv_events);
+my $mv_clean = 0;
+for my $pass (1 .. 30)
+{
+	my ($rc2, $out2, $err2) = $coord->psql('postgres', $mv_again, on_error_stop => 0);
+	last if ($mv_clean = ($rc2 == 0 && $err2 !~ /ERROR|FATAL/));
+	sleep 1;
+}
+ok($mv_clean, 'a redelivery of every event passes without an error');
+my $mv_per_account = $mv_events / 100;
+is($coord->safe_psql('postgres', qq{SELECT count(*) FROM accounts WHERE balance <> $mv_per_account}),
+	'0', "after the moves and a full redelivery, every balance is exact ($mv_per_account): 0 applied twice, 0 lost");
+is($coord->safe_psql('postgres', q{
+	SELECT sum(result::bigint) FROM run_command_on_workers(
+	  $$SELECT count(*) FROM idem_claims WHERE namespace = 'payments' AND event_id LIKE 'mv-%'$$)}),
+	$mv_events, 'every event is claimed exactly once across the workers');
 
 # --- a worker killed with -9 mid-load, then restarted ----------------------
 $coord->safe_psql('postgres', 'UPDATE accounts SET balance = 0');
@@ -325,7 +418,7 @@ close $fh;
 	BEGIN;
 	SELECT handle_payment(a, 'tp-1-a', 1) FROM tp_pairs WHERE k = 1;
 	COMMIT;});
-like($err, qr/a claim on a Citus coordinator cannot commit with writes to distributed tables/,
+like($err, qr/ERROR:  shard \d+ is not placed on this node/,
 	'a handler call that is not a constant call is not delegated, and is refused on the coordinator');
 
 # every process of the coordinator, postmaster first

@@ -1,0 +1,605 @@
+/*
+ * citusshard.c
+ *	  Claims kept with a Citus shard, and moved with it.
+ *
+ * On Citus a handler claims on the worker that holds the row it writes
+ * (citus.c, README "Running on Citus").  When Citus moves the row's shard
+ * (citus_move_shard_placement, the rebalancer), redeliveries reach the new
+ * node, so the claims must be there too.  idem_citus_claim(event_id,
+ * namespace, shard) makes that possible:
+ *
+ *	 - It keeps the claim in a namespace of its own for the shard, named
+ *	   namespace IDEM_SHARD_SEP shard id, with the TTL of namespace (which
+ *	   idem_namespace_define passes on).  idem_claims shows it under
+ *	   namespace.
+ *	 - Before claiming it takes Citus's shard metadata lock in ShareLock, as
+ *	   Citus's own writes to the shard do (tagged per shard index of the
+ *	   co-location group for hash-distributed tables, as Citus tags it), and
+ *	   checks that the shard is
+ *	   placed on this node, reading the latest placement after the lock.  A
+ *	   move takes that lock in ExclusiveLock on every node before it changes
+ *	   the placement and holds it until it commits, so a move waits for the
+ *	   claims of the shard in flight, and a claim that waited for a move
+ *	   finds the shard gone and is refused with a serialization failure:
+ *	   the caller retries, and the coordinator routes it to the new node.
+ *
+ * A move changes the placement on each worker with
+ * citus_internal.update_placement_metadata(shard, source group, target
+ * group), sent by the coordinator in the move's own distributed
+ * transaction, which commits with two-phase commit.  The ExecutorStart
+ * hook (citus.c) hands such calls to IdemCitusShardSeeStatement.  Before
+ * that transaction prepares or commits on a node:
+ *
+ *	 - on the target, the shard's claims here (left from an earlier stay)
+ *	   are deleted, and the source's are read over a libpq connection to
+ *	   the source node and imported, keeping their claimed_at and
+ *	   fingerprints.  The move holds the shard's lock everywhere, so the
+ *	   source's claims of the shard are all committed or rolled back;
+ *	 - on the source, the shard's claims are deleted.
+ *
+ * Both happen in the move's transaction, so they commit or abort with it.
+ * The placement is read again first, with the transaction's own changes,
+ * so a call rolled back with a subtransaction does nothing.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type_d.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "libpq-fe.h"
+#include "miscadmin.h"
+#include "nodes/plannodes.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "catalog.h"
+#include "citusshard.h"
+#include "claim.h"
+#include "inval.h"
+#include "namespace.h"
+#include "ownerspi.h"
+
+/*
+ * Citus's advisory lock classes of shard metadata (resource_lock.h): per
+ * shard, or, for hash-distributed and single-shard tables, per shard index
+ * of the co-location group
+ */
+#define IDEM_CITUS_SHARD_METADATA_CLASS		4
+#define IDEM_CITUS_COLOCATED_METADATA_CLASS	8
+
+/* Shards whose placement a backend remembers */
+#define IDEM_SHARD_CACHE_SIZE	256
+
+/* Where a shard is, as far as this node knows */
+typedef enum IdemShardPlace
+{
+	IDEM_SHARD_UNKNOWN = -1,	/* no such shard */
+	IDEM_SHARD_ELSEWHERE = 0,
+	IDEM_SHARD_HERE = 1
+} IdemShardPlace;
+
+/* A shard's placement and the fields of its metadata lock's tag */
+typedef struct IdemShardInfo
+{
+	int64		shard;
+	IdemShardPlace place;
+	uint32		field1;
+	uint32		field2;
+	uint16		field4;
+} IdemShardInfo;
+
+/* A placement change this transaction made: shard, from group, to group */
+typedef struct IdemShardMove
+{
+	int64		shard;
+	int32		source;
+	int32		target;
+} IdemShardMove;
+
+static IdemShardInfo idem_shard_cache[IDEM_SHARD_CACHE_SIZE];
+static int	idem_shard_cached = 0;
+static uint64 idem_shard_cache_inval = 0;
+
+/* this transaction's placement changes, in TopTransactionContext */
+static List *idem_shard_moves = NIL;
+
+/* Store the int4 a one-column row holds in the int32 arg */
+static void
+IdemShardIntRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
+
+	*(int32 *) arg = isnull ? IDEM_SHARD_UNKNOWN : DatumGetInt32(d);
+}
+
+/* Store a row of IdemShardRead's query in the IdemShardInfo arg */
+static void
+IdemShardInfoRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemShardInfo *info = (IdemShardInfo *) arg;
+	bool		isnull;
+
+	info->place = (IdemShardPlace) DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
+	info->field1 = (uint32) DatumGetInt64(SPI_getbinval(tuple, desc, 2, &isnull));
+	info->field2 = (uint32) DatumGetInt64(SPI_getbinval(tuple, desc, 3, &isnull));
+	info->field4 = (uint16) DatumGetInt32(SPI_getbinval(tuple, desc, 4, &isnull));
+}
+
+/*
+ * Where shard is placed, read from the latest committed placement, and how
+ * Citus tags its metadata lock (SetLocktagForShardDistributionMetadata)
+ */
+static void
+IdemShardRead(int64 shard, IdemShardInfo *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->shard = shard;
+	info->place = IDEM_SHARD_UNKNOWN;
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT CASE"
+						"   WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl"
+						"                 WHERE pl.shardid OPERATOR(pg_catalog.=) $1"
+						"                   AND pl.groupid OPERATOR(pg_catalog.=)"
+						"                       (SELECT groupid FROM pg_catalog.pg_dist_local_group)) THEN 1"
+						"   WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl"
+						"                 WHERE pl.shardid OPERATOR(pg_catalog.=) $1) THEN 0"
+						"   ELSE -1 END,"
+						" CASE WHEN x.coloc THEN x.idx ELSE $1 OPERATOR(pg_catalog.>>) 32 END,"
+						" CASE WHEN x.coloc THEN x.colocationid::pg_catalog.int8"
+						"      ELSE $1 OPERATOR(pg_catalog.&) 4294967295 END,"
+						" CASE WHEN x.coloc THEN 8 ELSE 4 END"
+						"  FROM (SELECT p.colocationid, p.colocationid OPERATOR(pg_catalog.<>) 0"
+						"               AND (p.partmethod OPERATOR(pg_catalog.=) 'h'"
+						"                    OR (p.partmethod OPERATOR(pg_catalog.=) 'n'"
+						"                        AND p.repmodel OPERATOR(pg_catalog.<>) 't')) AS coloc,"
+						"               (SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_shard o"
+						"                 WHERE o.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid"
+						"                   AND o.shardminvalue::pg_catalog.int4 OPERATOR(pg_catalog.<)"
+						"                       s.shardminvalue::pg_catalog.int4) AS idx"
+						"          FROM pg_catalog.pg_dist_shard s"
+						"          JOIN pg_catalog.pg_dist_partition p"
+						"            ON p.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid"
+						"         WHERE s.shardid OPERATOR(pg_catalog.=) $1) x",
+						1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(shard)},
+						NULL, IdemShardInfoRow, info);
+}
+
+/* Where shard is placed, read with this transaction's own changes */
+static IdemShardPlace
+IdemShardPlaceNow(int64 shard)
+{
+	int32		place = IDEM_SHARD_UNKNOWN;
+
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY,
+						"SELECT CASE"
+						" WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement"
+						"                   WHERE shardid OPERATOR(pg_catalog.=) $1) THEN -1"
+						" WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement"
+						"               WHERE shardid OPERATOR(pg_catalog.=) $1"
+						"                 AND groupid OPERATOR(pg_catalog.=)"
+						"                     (SELECT groupid FROM pg_catalog.pg_dist_local_group)) THEN 1"
+						" ELSE 0 END",
+						1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(shard)},
+						NULL, IdemShardIntRow, &place);
+	return (IdemShardPlace) place;
+}
+
+/*
+ * What IdemShardRead says of shard, remembered until the next
+ * invalidation.  *inval gets the invalidation count the answer holds for.
+ */
+static void
+IdemShardGet(int64 shard, IdemShardInfo *info, uint64 *inval)
+{
+	uint64		start;
+	int			i;
+
+	if (idem_shard_cache_inval != IdemInvalCounter())
+	{
+		idem_shard_cached = 0;
+		idem_shard_cache_inval = IdemInvalCounter();
+	}
+	for (i = 0; i < idem_shard_cached; i++)
+		if (idem_shard_cache[i].shard == shard)
+		{
+			*info = idem_shard_cache[i];
+			*inval = idem_shard_cache_inval;
+			return;
+		}
+
+	start = IdemInvalCounter();
+	IdemShardRead(shard, info);
+	*inval = start;
+	/* remembered only if no invalidation arrived meanwhile */
+	if (start == IdemInvalCounter() && info->place != IDEM_SHARD_UNKNOWN)
+	{
+		if (idem_shard_cached == IDEM_SHARD_CACHE_SIZE)
+			idem_shard_cached = 0;
+		idem_shard_cache[idem_shard_cached++] = *info;
+	}
+}
+
+/*
+ * Before a claim kept with shard: take the shard's metadata lock as Citus's
+ * writes do, then refuse unless the shard is placed here
+ */
+void
+IdemCitusShardEnter(int64 shard)
+{
+	IdemShardInfo info;
+	uint64		inval;
+	int			tries;
+
+	if (shard <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("shard must be a Citus shard id"),
+				 errhint("Pass get_shard_id_for_distribution_column(table, key) for the row the handler writes.")));
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("idem_citus_claim() needs the citus extension"),
+				 errhint("Without Citus, use idem_claim().")));
+
+	IdemShardGet(shard, &info, &inval);
+	for (tries = 0;; tries++)
+	{
+		LOCKTAG		tag;
+		IdemShardInfo again;
+
+		if (info.place == IDEM_SHARD_UNKNOWN)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("shard " INT64_FORMAT " does not exist", shard)));
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, info.field1, info.field2, info.field4);
+		(void) LockAcquire(&tag, ShareLock, false, false);
+		/* a move that committed before we got the lock: see its placement */
+		AcceptInvalidationMessages();
+		if (IdemInvalCounter() == inval)
+			break;				/* nothing changed since info was read */
+		inval = IdemInvalCounter();
+		IdemShardRead(shard, &again);
+		if (again.field1 == info.field1 && again.field2 == info.field2 &&
+			again.field4 == info.field4)
+		{
+			info = again;		/* the lock we hold is still the right one */
+			break;
+		}
+		if (tries >= 3)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("the metadata of shard " INT64_FORMAT " keeps changing", shard),
+					 errhint("Retry the call.")));
+		info = again;			/* lock the new tag too, and look again */
+	}
+
+	if (info.place == IDEM_SHARD_ELSEWHERE)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("shard " INT64_FORMAT " is not placed on this node", shard),
+				 errdetail("Citus has moved it, or the call reached a node that does not hold it."),
+				 errhint("Retry the call through the coordinator, which routes it to the shard's node.")));
+}
+
+/*
+ * The namespace holding namespace parent's claims kept with shard, created
+ * with parent's TTL on first use
+ */
+void
+IdemCitusShardNamespace(const text *parent, int64 shard, IdemNamespace *out)
+{
+	int			len = VARSIZE_ANY_EXHDR(parent);
+	char		name[IDEM_MAX_NAMESPACE_BYTES + 32];
+	IdemNamespace p;
+	Interval	ttl;
+	int			n;
+
+	if (memchr(VARDATA_ANY(parent), IDEM_SHARD_SEP, len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("namespace must not contain the byte 0x1f"),
+				 errdetail("The byte separates a namespace from a shard id in idem_citus_claim()'s namespaces.")));
+	n = snprintf(name, sizeof(name), "%.*s%c" INT64_FORMAT,
+				 len, VARDATA_ANY(parent), IDEM_SHARD_SEP, shard);
+	if (n > IDEM_MAX_NAMESPACE_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("namespace name is too long for idem_citus_claim()"),
+				 errdetail("With the shard id the name takes %d bytes; the limit is %d bytes.",
+						   n, IDEM_MAX_NAMESPACE_BYTES)));
+	(void) IdemNamespaceGet(parent, true, &p);
+	ttl = p.ttl;
+	(void) IdemNamespaceGetWithTtl(cstring_to_text(name), true, &ttl, out);
+}
+
+/* The value of an integer constant, or false if expr is not one */
+static bool
+IdemShardConstArg(Node *expr, int64 *value)
+{
+	Const	   *c = (Const *) expr;
+
+	if (!IsA(expr, Const) || c->constisnull)
+		return false;
+	if (c->consttype == INT8OID)
+		*value = DatumGetInt64(c->constvalue);
+	else if (c->consttype == INT4OID)
+		*value = DatumGetInt32(c->constvalue);
+	else
+		return false;
+	return true;
+}
+
+/*
+ * ExecutorStart, on a node with Citus: remember a call of Citus's
+ * update_placement_metadata(shard, source group, target group)
+ */
+void
+IdemCitusShardSeeStatement(QueryDesc *queryDesc)
+{
+	PlannedStmt *ps = queryDesc->plannedstmt;
+	TargetEntry *tle;
+	FuncExpr   *fe;
+	char	   *fname;
+	char	   *schema;
+	int64		args[3];
+	int			i;
+	IdemShardMove *move;
+	MemoryContext old;
+
+	if (ps->commandType != CMD_SELECT || ps->planTree == NULL ||
+		!IsA(ps->planTree, Result) || list_length(ps->planTree->targetlist) != 1)
+		return;
+	tle = linitial_node(TargetEntry, ps->planTree->targetlist);
+	if (!IsA(tle->expr, FuncExpr) || list_length(((FuncExpr *) tle->expr)->args) != 3)
+		return;
+	fe = (FuncExpr *) tle->expr;
+	for (i = 0; i < 3; i++)
+		if (!IdemShardConstArg(list_nth(fe->args, i), &args[i]))
+			return;
+	fname = get_func_name(fe->funcid);
+	schema = fname ? get_namespace_name(get_func_namespace(fe->funcid)) : NULL;
+	if (schema == NULL ||
+		!((strcmp(schema, "citus_internal") == 0 &&
+		   strcmp(fname, "update_placement_metadata") == 0) ||
+		  (strcmp(schema, "pg_catalog") == 0 &&
+		   strcmp(fname, "citus_internal_update_placement_metadata") == 0)))
+		return;
+
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	move = palloc(sizeof(IdemShardMove));
+	move->shard = args[0];
+	move->source = (int32) args[1];
+	move->target = (int32) args[2];
+	idem_shard_moves = lappend(idem_shard_moves, move);
+	MemoryContextSwitchTo(old);
+}
+
+/* The name pattern of shard's namespaces: IDEM_SHARD_SEP, then the id */
+static Datum
+IdemShardSuffix(int64 shard)
+{
+	return CStringGetTextDatum(psprintf("%c" INT64_FORMAT, IDEM_SHARD_SEP, shard));
+}
+
+/* Delete this node's claims kept with shard */
+static void
+IdemShardDeleteLocal(int64 shard)
+{
+	(void) IdemOwnerRun(IdemGetCatalog().claims, 0,
+						"DELETE FROM idempotency.claims"
+						" WHERE ns OPERATOR(pg_catalog.=) ANY (ARRAY("
+						"   SELECT id FROM idempotency.namespaces"
+						"    WHERE pg_catalog.right(name, pg_catalog.length($1)) OPERATOR(pg_catalog.=) $1))",
+						1, (Oid[]) {TEXTOID}, (Datum[]) {IdemShardSuffix(shard)},
+						NULL, NULL, NULL);
+}
+
+/* Collects a node's host and port */
+typedef struct IdemShardNode
+{
+	char	   *host;
+	int32		port;
+} IdemShardNode;
+
+static void
+IdemShardNodeRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemShardNode *node = (IdemShardNode *) arg;
+	bool		isnull;
+
+	node->host = SPI_getvalue(tuple, desc, 1);
+	node->port = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
+}
+
+/* Connect to the primary node of group, as this user, to this database */
+static PGconn *
+IdemShardConnect(int32 group)
+{
+	IdemShardNode node = {NULL, 0};
+	const char *keywords[8];
+	const char *values[8];
+	const char *extra = GetConfigOption("citus.node_conninfo", true, false);
+	char		port[16];
+	int			k = 0;
+	PGconn	   *conn;
+
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT nodename, nodeport FROM pg_catalog.pg_dist_node"
+						" WHERE groupid OPERATOR(pg_catalog.=) $1 AND isactive"
+						"   AND noderole OPERATOR(pg_catalog.=) 'primary' LIMIT 1",
+						1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(group)},
+						NULL, IdemShardNodeRow, &node);
+	if (node.host == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no active node in Citus group %d to move claims from", group)));
+	snprintf(port, sizeof(port), "%d", node.port);
+	/* citus.node_conninfo first (sslmode and the like), then ours */
+	if (extra != NULL && extra[0] != '\0')
+	{
+		keywords[k] = "dbname";
+		values[k++] = extra;
+	}
+	keywords[k] = "host";
+	values[k++] = node.host;
+	keywords[k] = "port";
+	values[k++] = port;
+	keywords[k] = "dbname";
+	values[k++] = get_database_name(MyDatabaseId);
+	keywords[k] = "user";
+	values[k++] = GetUserNameFromId(GetUserId(), false);
+	keywords[k] = "application_name";
+	values[k++] = "idempotency shard move";
+	keywords[k] = "connect_timeout";
+	values[k++] = "10";
+	keywords[k] = NULL;
+	values[k] = NULL;
+
+	conn = PQconnectdbParams(keywords, values, 1);
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+	{
+		char	   *msg = pchomp(conn ? PQerrorMessage(conn) : "out of memory");
+
+		PQfinish(conn);
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to %s:%d to move claims with a shard", node.host, node.port),
+				 errdetail_internal("%s", msg),
+				 errhint("The node a shard moves to reads its claims from the node it leaves, as the role moving it, with citus.node_conninfo.")));
+	}
+	return conn;
+}
+
+/* Read the claims kept with shard on group's node, and import them here */
+static void
+IdemShardPull(int64 shard, int32 group)
+{
+	PGconn	   *volatile conn = IdemShardConnect(group);
+	char	   *suffix = TextDatumGetCString(IdemShardSuffix(shard));
+
+	PG_TRY();
+	{
+		const char *params[1] = {suffix};
+		PGresult   *res;
+		int			i;
+
+		res = PQexecParams(conn,
+						   "SELECT n.name, c.key, c.claimed_at, c.fingerprint"
+						   "  FROM idempotency.claims c"
+						   "  JOIN (SELECT DISTINCT id, name FROM idempotency.namespaces"
+						   "         WHERE pg_catalog.right(name, pg_catalog.length($1))"
+						   "               OPERATOR(pg_catalog.=) $1) n"
+						   "    ON n.id OPERATOR(pg_catalog.=) c.ns",
+						   1, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			char	   *msg = pchomp(PQresultErrorMessage(res));
+
+			PQclear(res);
+			ereport(ERROR,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not read the claims of shard " INT64_FORMAT " from the node it leaves", shard),
+					 errdetail_internal("%s", msg)));
+		}
+		for (i = 0; i < PQntuples(res); i++)
+		{
+			MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+													  "idempotency shard claim",
+													  ALLOCSET_SMALL_SIZES);
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+			const char *name = PQgetvalue(res, i, 0);
+			const char *sep = strchr(name, IDEM_SHARD_SEP);
+			IdemNamespace ns;
+			IdemClaimRow row;
+			bytea	   *key;
+
+			key = DatumGetByteaPP(DirectFunctionCall1(byteain,
+													  CStringGetDatum(PQgetvalue(res, i, 1))));
+			row.claimed_at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+																	 CStringGetDatum(PQgetvalue(res, i, 2)),
+																	 ObjectIdGetDatum(InvalidOid),
+																	 Int32GetDatum(-1)));
+			row.has_fp = !PQgetisnull(res, i, 3);
+			row.fp = row.has_fp ?
+				DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(PQgetvalue(res, i, 3)))) : 0;
+			IdemCitusShardNamespace(cstring_to_text_with_len(name, sep ? sep - name : (int) strlen(name)),
+									shard, &ns);
+			(void) IdemClaimImport(key, &ns, &row);
+			MemoryContextSwitchTo(old);
+			MemoryContextDelete(cxt);
+		}
+		PQclear(res);
+	}
+	PG_FINALLY();
+	{
+		PQfinish(conn);
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Before this transaction prepares or commits: move the claims of the
+ * shards it moved to or from this node
+ */
+static void
+IdemCitusShardMoveClaims(void)
+{
+	List	   *moves = idem_shard_moves;
+	ListCell   *lc;
+	int32		local = -1;
+
+	idem_shard_moves = NIL;
+	/* the placement as this transaction leaves it */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY,
+						"SELECT groupid FROM pg_catalog.pg_dist_local_group",
+						0, NULL, NULL, NULL, IdemShardIntRow, &local);
+	foreach(lc, moves)
+	{
+		IdemShardMove *move = (IdemShardMove *) lfirst(lc);
+		IdemShardPlace now = IdemShardPlaceNow(move->shard);
+
+		if (move->target == local && move->source != local && now == IDEM_SHARD_HERE)
+		{
+			IdemShardDeleteLocal(move->shard);
+			IdemShardPull(move->shard, move->source);
+		}
+		else if (move->source == local && move->target != local && now == IDEM_SHARD_ELSEWHERE)
+			IdemShardDeleteLocal(move->shard);
+	}
+	PopActiveSnapshot();
+	list_free_deep(moves);
+}
+
+/* Transaction end: forget; before it commits or prepares, move claims */
+static void
+IdemCitusShardXactCallback(XactEvent event, void *arg pg_attribute_unused())
+{
+	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE)
+	{
+		if (idem_shard_moves != NIL && IsTransactionState())
+			IdemCitusShardMoveClaims();
+	}
+	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+			 event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+			 event == XACT_EVENT_PARALLEL_ABORT)
+		idem_shard_moves = NIL; /* freed with TopTransactionContext */
+}
+
+/* Register the callback; called from _PG_init */
+void
+IdemCitusShardInit(void)
+{
+	RegisterXactCallback(IdemCitusShardXactCallback, NULL);
+}
