@@ -275,6 +275,12 @@ CREATE FUNCTION idem_citus_claim(event_id text, namespace text, shard bigint,
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idem_citus_claim(text, text, bigint, text) IS
     'idem_claim in a Citus handler, kept with the shard of the row it writes so that it moves with the shard';
+CREATE FUNCTION idem_citus_release(event_id text, namespace text, shard bigint)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_citus_release'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_citus_release(text, text, bigint) IS
+    'idem_release of a claim made with idem_citus_claim';
 
 CREATE FUNCTION idem_namespace_define(namespace text, ttl interval)
     RETURNS void

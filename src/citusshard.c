@@ -39,7 +39,19 @@
  *
  * Both happen in the move's transaction, so they commit or abort with it.
  * The placement is read again first, with the transaction's own changes,
- * so a call rolled back with a subtransaction does nothing.
+ * so a call rolled back with a subtransaction does nothing.  Only shards
+ * whose namespaces exist are read or deleted, so a move of a shard without
+ * such claims costs two small reads of idempotency.namespaces.
+ *
+ * The coordinator is not sent update_placement_metadata, so claims are
+ * never kept there: idem_citus_claim refuses on the coordinator, and a move
+ * of a shard with claims to the coordinator is refused.  A shard with
+ * several placements (a reference table's, or replication factor above 1)
+ * is refused too: its claims would be per placement.
+ *
+ * The connection to the source waits on the latch, so a cancel or a
+ * statement_timeout stops it; it reads in single-row mode, so memory does
+ * not grow with the shard's claims.
  */
 #include "postgres.h"
 
@@ -50,8 +62,11 @@
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "libpq-fe.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
@@ -84,7 +99,9 @@ typedef enum IdemShardPlace
 {
 	IDEM_SHARD_UNKNOWN = -1,	/* no such shard */
 	IDEM_SHARD_ELSEWHERE = 0,
-	IDEM_SHARD_HERE = 1
+	IDEM_SHARD_HERE = 1,
+	IDEM_SHARD_REPLICATED = 2,	/* several placements */
+	IDEM_SHARD_COORDINATOR = 3	/* this node is the coordinator */
 } IdemShardPlace;
 
 /* A shard's placement and the fields of its metadata lock's tag */
@@ -147,13 +164,17 @@ IdemShardRead(int64 shard, IdemShardInfo *info)
 	info->place = IDEM_SHARD_UNKNOWN;
 	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 						"SELECT CASE"
+						"   WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl"
+						"                     WHERE pl.shardid OPERATOR(pg_catalog.=) $1) THEN -1"
+						"   WHEN (SELECT groupid FROM pg_catalog.pg_dist_local_group)"
+						"        OPERATOR(pg_catalog.=) 0 THEN 3"
+						"   WHEN (SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_placement pl"
+						"          WHERE pl.shardid OPERATOR(pg_catalog.=) $1) OPERATOR(pg_catalog.>) 1 THEN 2"
 						"   WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl"
 						"                 WHERE pl.shardid OPERATOR(pg_catalog.=) $1"
 						"                   AND pl.groupid OPERATOR(pg_catalog.=)"
 						"                       (SELECT groupid FROM pg_catalog.pg_dist_local_group)) THEN 1"
-						"   WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl"
-						"                 WHERE pl.shardid OPERATOR(pg_catalog.=) $1) THEN 0"
-						"   ELSE -1 END,"
+						"   ELSE 0 END,"
 						" CASE WHEN x.coloc THEN x.idx ELSE $1 OPERATOR(pg_catalog.>>) 32 END,"
 						" CASE WHEN x.coloc THEN x.colocationid::pg_catalog.int8"
 						"      ELSE $1 OPERATOR(pg_catalog.&) 4294967295 END,"
@@ -229,6 +250,23 @@ IdemShardGet(int64 shard, IdemShardInfo *info, uint64 *inval)
 	}
 }
 
+/* Is the citus extension installed here?  Remembered until an invalidation */
+static bool
+IdemCitusInstalled(void)
+{
+	static uint64 inval = 0;
+	static bool known = false;
+	static bool installed = false;
+
+	if (!known || inval != IdemInvalCounter())
+	{
+		inval = IdemInvalCounter();
+		installed = OidIsValid(get_extension_oid("citus", true));
+		known = (inval == IdemInvalCounter());
+	}
+	return installed;
+}
+
 /*
  * Before a claim kept with shard: take the shard's metadata lock as Citus's
  * writes do, then refuse unless the shard is placed here
@@ -245,11 +283,11 @@ IdemCitusShardEnter(int64 shard)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("shard must be a Citus shard id"),
 				 errhint("Pass get_shard_id_for_distribution_column(table, key) for the row the handler writes.")));
-	if (!OidIsValid(get_extension_oid("citus", true)))
+	if (!IdemCitusInstalled())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("idem_citus_claim() needs the citus extension"),
-				 errhint("Without Citus, use idem_claim().")));
+				 errmsg("claims kept with a Citus shard need the citus extension"),
+				 errhint("Without Citus, use idem_claim() and idem_release().")));
 
 	IdemShardGet(shard, &info, &inval);
 	for (tries = 0;; tries++)
@@ -283,6 +321,18 @@ IdemCitusShardEnter(int64 shard)
 		info = again;			/* lock the new tag too, and look again */
 	}
 
+	if (info.place == IDEM_SHARD_COORDINATOR)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("idem_citus_claim() cannot claim on the Citus coordinator"),
+				 errdetail("Claims are kept on the workers that hold their shards; this call was not delegated to one."),
+				 errhint("Call the handler on its own, one call per statement, and distribute it with create_distributed_function(..., force_delegation := true), as the README shows.")));
+	if (info.place == IDEM_SHARD_REPLICATED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("shard " INT64_FORMAT " has more than one placement", shard),
+				 errdetail("A claim kept with it would be kept on one of them only."),
+				 errhint("Keep claims with the shards of a distributed table with replication factor 1, not a reference table's.")));
 	if (info.place == IDEM_SHARD_ELSEWHERE)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -304,11 +354,7 @@ IdemCitusShardNamespace(const text *parent, int64 shard, IdemNamespace *out)
 	Interval	ttl;
 	int			n;
 
-	if (memchr(VARDATA_ANY(parent), IDEM_SHARD_SEP, len) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("namespace must not contain the byte 0x1f"),
-				 errdetail("The byte separates a namespace from a shard id in idem_citus_claim()'s namespaces.")));
+	IdemValidateNamespace(parent);
 	n = snprintf(name, sizeof(name), "%.*s%c" INT64_FORMAT,
 				 len, VARDATA_ANY(parent), IDEM_SHARD_SEP, shard);
 	if (n > IDEM_MAX_NAMESPACE_BYTES)
@@ -320,6 +366,12 @@ IdemCitusShardNamespace(const text *parent, int64 shard, IdemNamespace *out)
 	(void) IdemNamespaceGet(parent, true, &p);
 	ttl = p.ttl;
 	(void) IdemNamespaceGetWithTtl(cstring_to_text(name), true, &ttl, out);
+	/* a TTL change of parent that met this namespace's creation: follow it */
+	if (out->ttl.month != ttl.month || out->ttl.day != ttl.day || out->ttl.time != ttl.time)
+	{
+		IdemNamespaceDefineInternal(name, &ttl);
+		(void) IdemNamespaceGetWithTtl(cstring_to_text(name), true, &ttl, out);
+	}
 }
 
 /* The value of an integer constant, or false if expr is not one */
@@ -375,6 +427,9 @@ IdemCitusShardSeeStatement(QueryDesc *queryDesc)
 		   strcmp(fname, "citus_internal_update_placement_metadata") == 0)))
 		return;
 
+	if (!OidIsValid(get_extension_oid("idempotency", true)))
+		return;					/* a database without the extension */
+
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	move = palloc(sizeof(IdemShardMove));
 	move->shard = args[0];
@@ -391,11 +446,42 @@ IdemShardSuffix(int64 shard)
 	return CStringGetTextDatum(psprintf("%c" INT64_FORMAT, IDEM_SHARD_SEP, shard));
 }
 
-/* Delete this node's claims kept with shard */
+/* Store true in the bool arg: a row came */
+static void
+IdemShardSawRow(HeapTuple tuple pg_attribute_unused(), TupleDesc desc pg_attribute_unused(),
+				void *arg)
+{
+	*(bool *) arg = true;
+}
+
+/* Has this node a namespace of shard's, and, if claims, a claim in one? */
+static bool
+IdemShardHasLocal(int64 shard, bool claims)
+{
+	bool		found = false;
+
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						claims ?
+						"SELECT 1 FROM idempotency.claims"
+						" WHERE ns OPERATOR(pg_catalog.=) ANY (ARRAY("
+						"   SELECT id FROM idempotency.namespaces"
+						"    WHERE pg_catalog.right(name, pg_catalog.length($1)) OPERATOR(pg_catalog.=) $1))"
+						" LIMIT 1" :
+						"SELECT 1 FROM idempotency.namespaces"
+						" WHERE pg_catalog.right(name, pg_catalog.length($1)) OPERATOR(pg_catalog.=) $1"
+						" LIMIT 1",
+						1, (Oid[]) {TEXTOID}, (Datum[]) {IdemShardSuffix(shard)},
+						NULL, IdemShardSawRow, &found);
+	return found;
+}
+
+/* Delete this node's claims kept with shard, as they stand now */
 static void
 IdemShardDeleteLocal(int64 shard)
 {
-	(void) IdemOwnerRun(IdemGetCatalog().claims, 0,
+	if (!IdemShardHasLocal(shard, false))
+		return;
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_LATEST,
 						"DELETE FROM idempotency.claims"
 						" WHERE ns OPERATOR(pg_catalog.=) ANY (ARRAY("
 						"   SELECT id FROM idempotency.namespaces"
@@ -404,11 +490,13 @@ IdemShardDeleteLocal(int64 shard)
 						NULL, NULL, NULL);
 }
 
-/* Collects a node's host and port */
+/* A node of a Citus group: id, host, port, and the authinfo for us */
 typedef struct IdemShardNode
 {
+	int32		nodeid;
 	char	   *host;
 	int32		port;
+	char	   *authinfo;
 } IdemShardNode;
 
 static void
@@ -417,24 +505,77 @@ IdemShardNodeRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	IdemShardNode *node = (IdemShardNode *) arg;
 	bool		isnull;
 
-	node->host = SPI_getvalue(tuple, desc, 1);
-	node->port = DatumGetInt32(SPI_getbinval(tuple, desc, 2, &isnull));
+	node->nodeid = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
+	node->host = SPI_getvalue(tuple, desc, 2);
+	node->port = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
 }
 
-/* Connect to the primary node of group, as this user, to this database */
-static PGconn *
-IdemShardConnect(int32 group)
+static void
+IdemShardAuthinfoRow(HeapTuple tuple, TupleDesc desc, void *arg)
 {
-	IdemShardNode node = {NULL, 0};
-	const char *keywords[8];
-	const char *values[8];
+	((IdemShardNode *) arg)->authinfo = SPI_getvalue(tuple, desc, 1);
+}
+
+/* Wait until conn's socket is ready for io, or the latch is set */
+static void
+IdemShardWait(PGconn *conn, int io)
+{
+	int			rc;
+
+	rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | io,
+						   PQsocket(conn), -1L, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+	{
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* Raise a failure of conn */
+static void
+pg_attribute_noreturn()
+IdemShardConnError(PGconn *conn, const char *what, int64 shard)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("could not %s to move the claims of shard " INT64_FORMAT, what, shard),
+			 errdetail_internal("%s", pchomp(PQerrorMessage(conn))),
+			 errhint("The node a shard moves to reads its claims from the node it leaves, as the role moving it, with citus.node_conninfo and pg_dist_authinfo.")));
+}
+
+/* Store the boolean a one-column row holds in the bool arg */
+static void
+IdemShardBoolRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
+
+	*(bool *) arg = !isnull && DatumGetBool(d);
+}
+
+/*
+ * Connect to the primary node of group, as this user, to this database, as
+ * Citus would (citus.node_conninfo, pg_dist_authinfo), with settings that
+ * make the answers parse the same here
+ */
+static PGconn *
+IdemShardConnect(int32 group, int64 shard)
+{
+	IdemShardNode node = {0, NULL, 0, NULL};
+	const char *keywords[12];
+	const char *values[12];
 	const char *extra = GetConfigOption("citus.node_conninfo", true, false);
+	char	   *user = GetUserNameFromId(GetUserId(), false);
+	char	   *conninfo;
+	char	   *where;
 	char		port[16];
+	bool		may_read = false;
 	int			k = 0;
-	PGconn	   *conn;
+	PGconn	   *volatile conn;
+	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
 
 	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
-						"SELECT nodename, nodeport FROM pg_catalog.pg_dist_node"
+						"SELECT nodeid, nodename, nodeport FROM pg_catalog.pg_dist_node"
 						" WHERE groupid OPERATOR(pg_catalog.=) $1 AND isactive"
 						"   AND noderole OPERATOR(pg_catalog.=) 'primary' LIMIT 1",
 						1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(group)},
@@ -442,14 +583,30 @@ IdemShardConnect(int32 group)
 	if (node.host == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("no active node in Citus group %d to move claims from", group)));
-	snprintf(port, sizeof(port), "%d", node.port);
-	/* citus.node_conninfo first (sslmode and the like), then ours */
-	if (extra != NULL && extra[0] != '\0')
+				 errmsg("no active node in Citus group %d to move the claims of shard " INT64_FORMAT " from",
+						group, shard)));
+	/* pg_dist_authinfo, where we may read it: this node's rule, else any node's */
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT pg_catalog.has_table_privilege('pg_catalog.pg_dist_authinfo', 'SELECT')",
+						0, NULL, NULL, NULL, IdemShardBoolRow, &may_read);
+	if (may_read)
+		(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+							"SELECT authinfo FROM pg_catalog.pg_dist_authinfo"
+							" WHERE rolename OPERATOR(pg_catalog.=) $1::pg_catalog.name"
+							"   AND nodeid OPERATOR(pg_catalog.=) ANY (ARRAY[$2, 0])"
+							" ORDER BY nodeid OPERATOR(pg_catalog.=) 0 LIMIT 1",
+							2, (Oid[]) {TEXTOID, INT4OID},
+							(Datum[]) {CStringGetTextDatum(user), Int32GetDatum(node.nodeid)},
+							NULL, IdemShardAuthinfoRow, &node);
+
+	/* citus.node_conninfo and the authinfo first (expanded), then ours */
+	conninfo = psprintf("%s %s", extra ? extra : "", node.authinfo ? node.authinfo : "");
+	if (strspn(conninfo, " ") != strlen(conninfo))
 	{
 		keywords[k] = "dbname";
-		values[k++] = extra;
+		values[k++] = conninfo;
 	}
+	snprintf(port, sizeof(port), "%d", node.port);
 	keywords[k] = "host";
 	values[k++] = node.host;
 	keywords[k] = "port";
@@ -457,92 +614,146 @@ IdemShardConnect(int32 group)
 	keywords[k] = "dbname";
 	values[k++] = get_database_name(MyDatabaseId);
 	keywords[k] = "user";
-	values[k++] = GetUserNameFromId(GetUserId(), false);
+	values[k++] = user;
 	keywords[k] = "application_name";
 	values[k++] = "idempotency shard move";
+	keywords[k] = "client_encoding";
+	values[k++] = GetDatabaseEncodingName();
+	keywords[k] = "options";
+	values[k++] = "-c datestyle=ISO -c timezone=UTC -c bytea_output=hex -c intervalstyle=postgres -c search_path=pg_catalog";
 	keywords[k] = "connect_timeout";
 	values[k++] = "10";
 	keywords[k] = NULL;
 	values[k] = NULL;
 
-	conn = PQconnectdbParams(keywords, values, 1);
-	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
-	{
-		char	   *msg = pchomp(conn ? PQerrorMessage(conn) : "out of memory");
-
-		PQfinish(conn);
+	where = psprintf("connect to %s:%d", node.host, node.port);
+	conn = PQconnectStartParams(keywords, values, 1);
+	if (conn == NULL)
 		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to %s:%d to move claims with a shard", node.host, node.port),
-				 errdetail_internal("%s", msg),
-				 errhint("The node a shard moves to reads its claims from the node it leaves, as the role moving it, with citus.node_conninfo.")));
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	PG_TRY();
+	{
+		if (PQstatus(conn) == CONNECTION_BAD)
+			IdemShardConnError(conn, where, shard);
+		while (status != PGRES_POLLING_OK)
+		{
+			if (status == PGRES_POLLING_FAILED)
+				IdemShardConnError(conn, where, shard);
+			IdemShardWait(conn, status == PGRES_POLLING_READING ?
+						  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE);
+			status = PQconnectPoll(conn);
+		}
 	}
+	PG_CATCH();
+	{
+		PQfinish(conn);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	return conn;
 }
 
-/* Read the claims kept with shard on group's node, and import them here */
+/* The next result of conn's query, waiting on the latch meanwhile */
+static PGresult *
+IdemShardResult(PGconn *conn, int64 shard)
+{
+	while (PQisBusy(conn))
+	{
+		IdemShardWait(conn, WL_SOCKET_READABLE);
+		if (!PQconsumeInput(conn))
+			IdemShardConnError(conn, "read from the node it leaves", shard);
+	}
+	return PQgetResult(conn);
+}
+
+/*
+ * Read the claims kept with shard on group's node, and import them here:
+ * first its namespaces of the shard (none: nothing to read), then their
+ * claims, a row at a time
+ */
 static void
 IdemShardPull(int64 shard, int32 group)
 {
-	PGconn	   *volatile conn = IdemShardConnect(group);
+	PGconn	   *volatile conn = NULL;
+	PGresult   *volatile res = NULL;
 	char	   *suffix = TextDatumGetCString(IdemShardSuffix(shard));
 
 	PG_TRY();
 	{
 		const char *params[1] = {suffix};
-		PGresult   *res;
-		int			i;
+		bool		any = false;
 
-		res = PQexecParams(conn,
-						   "SELECT n.name, c.key, c.claimed_at, c.fingerprint"
-						   "  FROM idempotency.claims c"
-						   "  JOIN (SELECT DISTINCT id, name FROM idempotency.namespaces"
-						   "         WHERE pg_catalog.right(name, pg_catalog.length($1))"
-						   "               OPERATOR(pg_catalog.=) $1) n"
-						   "    ON n.id OPERATOR(pg_catalog.=) c.ns",
-						   1, NULL, params, NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		conn = IdemShardConnect(group, shard);
+		if (!PQsendQueryParams(conn,
+							   "SELECT n.name, c.key, c.claimed_at, c.fingerprint, n.ttl"
+							   "  FROM (SELECT DISTINCT ON (id) id, name, ttl FROM idempotency.namespaces"
+							   "         WHERE pg_catalog.right(name, pg_catalog.length($1))"
+							   "               OPERATOR(pg_catalog.=) $1"
+							   "         ORDER BY id, defined_at DESC) n"
+							   "  JOIN LATERAL (SELECT key, claimed_at, fingerprint FROM idempotency.claims"
+							   "                 WHERE ns OPERATOR(pg_catalog.=) n.id) c ON true",
+							   1, NULL, params, NULL, NULL, 0) ||
+			!PQsetSingleRowMode(conn))
+			IdemShardConnError(conn, "read from the node it leaves", shard);
+		while ((res = IdemShardResult(conn, shard)) != NULL)
 		{
-			char	   *msg = pchomp(PQresultErrorMessage(res));
+			ExecStatusType st = PQresultStatus(res);
 
+			if (st == PGRES_SINGLE_TUPLE)
+			{
+				MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+														  "idempotency shard claim",
+														  ALLOCSET_SMALL_SIZES);
+				MemoryContext old = MemoryContextSwitchTo(cxt);
+				const char *name = PQgetvalue(res, 0, 0);
+				const char *sep = strchr(name, IDEM_SHARD_SEP);
+				text	   *parent = cstring_to_text_with_len(name, sep ? sep - name : (int) strlen(name));
+				Interval   *ttl;
+				IdemNamespace pns;
+				IdemNamespace ns;
+				IdemClaimRow row;
+				bytea	   *key;
+
+				/* the namespace itself, if this node lacks it: the source's TTL */
+				ttl = DatumGetIntervalP(DirectFunctionCall3(interval_in,
+															CStringGetDatum(PQgetvalue(res, 0, 4)),
+															ObjectIdGetDatum(InvalidOid),
+															Int32GetDatum(-1)));
+				if (!any)
+					(void) IdemNamespaceGetWithTtl(parent, true, ttl, &pns);
+				any = true;
+				key = DatumGetByteaPP(DirectFunctionCall1(byteain,
+														  CStringGetDatum(PQgetvalue(res, 0, 1))));
+				row.claimed_at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+																		 CStringGetDatum(PQgetvalue(res, 0, 2)),
+																		 ObjectIdGetDatum(InvalidOid),
+																		 Int32GetDatum(-1)));
+				row.has_fp = !PQgetisnull(res, 0, 3);
+				row.fp = row.has_fp ?
+					DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(PQgetvalue(res, 0, 3)))) : 0;
+				IdemCitusShardNamespace(parent, shard, &ns);
+				(void) IdemClaimImport(key, &ns, &row);
+				MemoryContextSwitchTo(old);
+				MemoryContextDelete(cxt);
+			}
+			else if (st != PGRES_TUPLES_OK)
+			{
+				ereport(ERROR,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("could not read the claims of shard " INT64_FORMAT " from the node it leaves", shard),
+						 errdetail_internal("%s", pchomp(PQresultErrorMessage(res)))));
+			}
 			PQclear(res);
-			ereport(ERROR,
-					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("could not read the claims of shard " INT64_FORMAT " from the node it leaves", shard),
-					 errdetail_internal("%s", msg)));
+			res = NULL;
 		}
-		for (i = 0; i < PQntuples(res); i++)
-		{
-			MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
-													  "idempotency shard claim",
-													  ALLOCSET_SMALL_SIZES);
-			MemoryContext old = MemoryContextSwitchTo(cxt);
-			const char *name = PQgetvalue(res, i, 0);
-			const char *sep = strchr(name, IDEM_SHARD_SEP);
-			IdemNamespace ns;
-			IdemClaimRow row;
-			bytea	   *key;
-
-			key = DatumGetByteaPP(DirectFunctionCall1(byteain,
-													  CStringGetDatum(PQgetvalue(res, i, 1))));
-			row.claimed_at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-																	 CStringGetDatum(PQgetvalue(res, i, 2)),
-																	 ObjectIdGetDatum(InvalidOid),
-																	 Int32GetDatum(-1)));
-			row.has_fp = !PQgetisnull(res, i, 3);
-			row.fp = row.has_fp ?
-				DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(PQgetvalue(res, i, 3)))) : 0;
-			IdemCitusShardNamespace(cstring_to_text_with_len(name, sep ? sep - name : (int) strlen(name)),
-									shard, &ns);
-			(void) IdemClaimImport(key, &ns, &row);
-			MemoryContextSwitchTo(old);
-			MemoryContextDelete(cxt);
-		}
-		PQclear(res);
 	}
 	PG_FINALLY();
 	{
-		PQfinish(conn);
+		if (res != NULL)
+			PQclear(res);
+		if (conn != NULL)
+			PQfinish(conn);
 	}
 	PG_END_TRY();
 }
@@ -559,6 +770,8 @@ IdemCitusShardMoveClaims(void)
 	int32		local = -1;
 
 	idem_shard_moves = NIL;
+	if (!OidIsValid(get_extension_oid("idempotency", true)))
+		return;
 	/* the placement as this transaction leaves it */
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -576,7 +789,16 @@ IdemCitusShardMoveClaims(void)
 			IdemShardPull(move->shard, move->source);
 		}
 		else if (move->source == local && move->target != local && now == IDEM_SHARD_ELSEWHERE)
+		{
+			/* the coordinator is told nothing: it could not take them */
+			if (move->target == 0 && IdemShardHasLocal(move->shard, true))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("shard " INT64_FORMAT " cannot move to the coordinator: it has claims", move->shard),
+						 errdetail("Claims kept with a shard (idem_citus_claim) live on workers only."),
+						 errhint("Move the shard to a worker.")));
 			IdemShardDeleteLocal(move->shard);
+		}
 	}
 	PopActiveSnapshot();
 	list_free_deep(moves);

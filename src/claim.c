@@ -1,7 +1,8 @@
 /*
  * claim.c
  *	  The SQL claim functions: idem_claim, idem_try_claim, idem_claim_many,
- *	  idem_claimed, idem_release, idem_claims_import and idem_citus_claim.
+ *	  idem_claimed, idem_release, idem_claims_import, idem_citus_claim and
+ *	  idem_citus_release.
  *
  * These functions validate their arguments, check the caller's privileges
  * and hand the work to claimstore.c.  They are not STRICT, so that a NULL
@@ -37,6 +38,7 @@ PG_FUNCTION_INFO_V1(idem_claimed);
 PG_FUNCTION_INFO_V1(idem_release);
 PG_FUNCTION_INFO_V1(idem_claims_import);
 PG_FUNCTION_INFO_V1(idem_citus_claim);
+PG_FUNCTION_INFO_V1(idem_citus_release);
 
 /*
  * Read the (event_id, namespace) arguments every function here starts
@@ -360,4 +362,36 @@ idem_citus_claim(PG_FUNCTION_ARGS)
 	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, false);
 	IdemStoreClose(&store);
 	PG_RETURN_BOOL(outcome == IDEM_CLAIM_NEW);
+}
+
+/*
+ * idem_citus_release(event_id text, namespace text, shard bigint)
+ * returns boolean
+ *
+ * idem_release for a claim made with idem_citus_claim: under the shard's
+ * lock, on the node that holds the shard, so that a move never copies a
+ * claim its source releases.
+ */
+Datum
+idem_citus_release(PG_FUNCTION_ARGS)
+{
+	text	   *id = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "event id"));
+	text	   *parent = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "namespace"));
+	int64		shard = DatumGetInt64(IdemArgNotNull(fcinfo, 2, "shard"));
+	IdemKey		key;
+	IdemNamespace ns;
+	IdemStore	store;
+	bool		result;
+
+	IdemEncodeKey(id, &key);
+	IdemValidateNamespace(parent);
+	IdemCheckWritable("idem_citus_release()");
+	IdemCheckClaimsPrivilege(ACL_DELETE);
+	IdemCitusShardEnter(shard);
+	IdemCitusShardNamespace(parent, shard, &ns);
+
+	IdemStoreOpen(&store, IDEM_OP_RELEASE, false);
+	result = IdemStoreRelease(&store, &ns, &key.hdr);
+	IdemStoreClose(&store);
+	PG_RETURN_BOOL(result);
 }

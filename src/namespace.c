@@ -156,9 +156,9 @@ IdemNamespaceInit(void)
 	IdemInvalOnRelcache(IdemNamespaceInvalidate);
 }
 
-/* Check a namespace name: present, not empty, within the bound */
-void
-IdemValidateNamespace(const text *name)
+/* Check a namespace name's length: not empty, within the bound */
+static void
+IdemValidateNamespaceLength(const text *name)
 {
 	int			len = VARSIZE_ANY_EXHDR(name);
 
@@ -172,6 +172,22 @@ IdemValidateNamespace(const text *name)
 				 errmsg("namespace name is too long"),
 				 errdetail("The name is %d bytes long; the limit is %d bytes.",
 						   len, IDEM_MAX_NAMESPACE_BYTES)));
+}
+
+/*
+ * Check a namespace name given by a user: its length, and no byte
+ * IDEM_SHARD_SEP, which only the names of idem_citus_claim's shard
+ * namespaces hold
+ */
+void
+IdemValidateNamespace(const text *name)
+{
+	IdemValidateNamespaceLength(name);
+	if (memchr(VARDATA_ANY(name), IDEM_SHARD_SEP, VARSIZE_ANY_EXHDR(name)) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("namespace must not contain the byte 0x1f"),
+				 errdetail("The byte is reserved: it separates a namespace from a shard id in the namespaces of idem_citus_claim().")));
 }
 
 /*
@@ -542,6 +558,7 @@ IdemNamespaceLoad(const IdemCatalog *cat, const char *name, bool create,
 bool
 IdemNamespaceGet(const text *name, bool create, IdemNamespace *out)
 {
+	IdemValidateNamespace(name);
 	return IdemNamespaceGetWithTtl(name, create, NULL, out);
 }
 
@@ -562,7 +579,7 @@ IdemNamespaceGetWithTtl(const text *name, bool create, const Interval *create_tt
 	bool		found;
 	bool		tentative;
 
-	IdemValidateNamespace(name);
+	IdemValidateNamespaceLength(name);
 
 	/* Fast path: the same namespace as last time */
 	entry = idem_ns_last;
@@ -690,6 +707,19 @@ IdemNamespaceDefineShards(const IdemCatalog *cat, const char *name, const Interv
 						NULL, IdemNamespaceCollectName, &names);
 	foreach(lc, names)
 		IdemNamespaceDefineOne(cat, (const char *) lfirst(lc), ttl);
+}
+
+/*
+ * Give namespace name (an internal one: no check of its bytes) the TTL
+ * ttl, as idem_namespace_define would
+ */
+void
+IdemNamespaceDefineInternal(const char *name, const Interval *ttl)
+{
+	IdemCatalog cat = IdemGetCatalog();
+
+	IdemNamespaceDefineOne(&cat, name, ttl);
+	IdemNamespaceCacheReset();
 }
 
 /*

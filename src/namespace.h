@@ -44,6 +44,7 @@ extern bool IdemNamespaceGet(const text *name, bool create,
 							 IdemNamespace *out);
 extern bool IdemNamespaceGetWithTtl(const text *name, bool create,
 									const Interval *create_ttl, IdemNamespace *out);
+extern void IdemNamespaceDefineInternal(const char *name, const Interval *ttl);
 extern TimestampTz IdemNamespaceExpiry(const IdemNamespace *ns,
 									   TimestampTz claimed_at);
 extern void IdemValidateTtl(const Interval *ttl);

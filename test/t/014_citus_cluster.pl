@@ -120,6 +120,26 @@ for my $i (0 .. $#blocks)
 
 is($coord->safe_psql('postgres', q{SELECT balance FROM accounts WHERE id = 42}), '1999',
 	"the README's event is applied once, though delivered twice");
+# the worker holding account 42 releases the claim: the event applies again
+my $shard42 = $coord->safe_psql('postgres',
+	q{SELECT get_shard_id_for_distribution_column('accounts', 42)});
+my ($holder) = grep {
+	$_->safe_psql('postgres', "SELECT count(*) FROM pg_dist_placement WHERE shardid = $shard42"
+		. " AND groupid = (SELECT groupid FROM pg_dist_local_group)") eq '1' } @workers;
+is($holder->safe_psql('postgres', "SELECT idem_citus_release('evt-1', 'payments', $shard42)"), 't',
+	'idem_citus_release on the worker holding the shard releases the claim');
+is($coord->safe_psql('postgres', q{SELECT handle_payment(42, 'evt-1', 1999)}), 't',
+	'and the next delivery applies the event again');
+my ($other) = grep { $_ != $holder } @workers;
+my ($rc_o, $out_o, $err_o) = $other->psql('postgres', "SELECT idem_citus_claim('evt-2', 'payments', $shard42)");
+like($err_o, qr/ERROR:  shard \d+ is not placed on this node/,
+	'a claim kept with a shard on a worker that does not hold it is refused (40001: retry)');
+# a new TTL of the namespace reaches its shard namespaces
+$coord->safe_psql('postgres',
+	q{SELECT run_command_on_all_nodes($$SELECT idem_namespace_define('payments', '8 days')$$)});
+is($holder->safe_psql('postgres', q{
+	SELECT string_agg(DISTINCT ttl::text, ',') FROM idem_namespaces WHERE name LIKE 'payments%'}),
+	'8 days', 'idem_namespace_define gives the shard namespaces the new TTL too');
 $coord->safe_psql('postgres', q{UPDATE accounts SET balance = 0});
 
 # --- a 4-client redelivery load through the delegated handler --------------
@@ -240,7 +260,7 @@ like($err, qr/a claim on a Citus coordinator cannot commit with writes to distri
 	'in an explicit transaction without force_delegation the call runs on the coordinator, and is refused');
 ($rc, $out, $err) = $coord->psql('postgres', q{
 	SELECT handle_payment(7, 'nd-3', 1), handle_payment(8, 'nd-4', 1);});
-like($err, qr/ERROR:  shard \d+ is not placed on this node/,
+like($err, qr/ERROR:  idem_citus_claim\(\) cannot claim on the Citus coordinator/,
 	'two calls in one statement run on the coordinator, and are refused there');
 $coord->safe_psql('postgres', q{UPDATE accounts SET balance = balance - 1 WHERE id = 7});
 is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}), $events,
@@ -329,6 +349,23 @@ is($coord->safe_psql('postgres', q{
 	SELECT sum(result::bigint) FROM run_command_on_workers(
 	  $$SELECT count(*) FROM idem_claims WHERE namespace = 'payments' AND event_id LIKE 'mv-%'$$)}),
 	$mv_events, 'every event is claimed exactly once across the workers');
+amcheck_claims($_, 'postgres', $_->name . ' after the moves') foreach @workers;
+# the coordinator holds no claims: a shard with claims cannot move there
+$coord->safe_psql('postgres', sprintf(q{SELECT citus_set_node_property('%s', %d, 'shouldhaveshards', true)},
+	$coord->host, $coord->port));
+my $to_coord = $coord->safe_psql('postgres', sprintf(q{
+	SELECT shardid FROM pg_dist_shard_placement
+	 WHERE nodeport = %d AND shardid IN (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'accounts'::regclass)
+	 ORDER BY shardid LIMIT 1}, $workers[1]->port));
+($rc, $out, $err) = $coord->psql('postgres', sprintf(
+	q{SELECT citus_move_shard_placement(%s, '%s', %d, '%s', %d, shard_transfer_mode => 'block_writes')},
+	$to_coord, $workers[1]->host, $workers[1]->port, $coord->host, $coord->port));
+like($err, qr/shard \d+ cannot move to the coordinator: it has claims/,
+	'a move of a shard with claims to the coordinator is refused');
+is($coord->safe_psql('postgres', "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $to_coord"),
+	$workers[1]->port, 'and the shard stays where it was');
+$coord->safe_psql('postgres', sprintf(q{SELECT citus_set_node_property('%s', %d, 'shouldhaveshards', false)},
+	$coord->host, $coord->port));
 
 # --- a worker killed with -9 mid-load, then restarted ----------------------
 $coord->safe_psql('postgres', 'UPDATE accounts SET balance = 0');
@@ -418,7 +455,7 @@ close $fh;
 	BEGIN;
 	SELECT handle_payment(a, 'tp-1-a', 1) FROM tp_pairs WHERE k = 1;
 	COMMIT;});
-like($err, qr/ERROR:  shard \d+ is not placed on this node/,
+like($err, qr/ERROR:  idem_citus_claim\(\) cannot claim on the Citus coordinator/,
 	'a handler call that is not a constant call is not delegated, and is refused on the coordinator');
 
 # every process of the coordinator, postmaster first
@@ -497,6 +534,7 @@ is($coord->safe_psql('postgres', q{
 	WITH due AS (SELECT id, count(*) AS n FROM tp_pairs, LATERAL (VALUES (a), (b)) v(id) GROUP BY id)
 	SELECT count(*) FROM accounts x LEFT JOIN due USING (id) WHERE x.balance <> coalesce(due.n, 0)}),
 	'0', 'and every account holds exactly its own events: 0 applied twice, 0 lost');
+amcheck_claims($_, 'postgres', $_->name . ' after the coordinator crash') foreach @workers;
 amcheck_claims($_, 'postgres', $_->name) foreach @workers;
 $_->stop foreach reverse @nodes;
 done_testing();
