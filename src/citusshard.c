@@ -43,6 +43,10 @@
  * whose namespaces exist are read or deleted, so a move of a shard without
  * such claims costs two small reads of idempotency.namespaces.
  *
+ * A split copies a shard's rows to new shards with worker_split_copy on
+ * the node holding it; claims do not follow, so a split of a shard with
+ * claims is refused there.
+ *
  * The coordinator is not sent update_placement_metadata, so claims are
  * never kept there: idem_citus_claim refuses on the coordinator, and a move
  * of a shard with claims to the coordinator is refused.  A shard with
@@ -128,6 +132,8 @@ static uint64 idem_shard_cache_inval = 0;
 
 /* this transaction's placement changes, in TopTransactionContext */
 static List *idem_shard_moves = NIL;
+
+static bool IdemShardHasLocal(int64 shard, bool claims);
 
 /* Store the int4 a one-column row holds in the int32 arg */
 static void
@@ -393,7 +399,9 @@ IdemShardConstArg(Node *expr, int64 *value)
 
 /*
  * ExecutorStart, on a node with Citus: remember a call of Citus's
- * update_placement_metadata(shard, source group, target group)
+ * update_placement_metadata(shard, source group, target group), and refuse
+ * worker_split_copy(shard, ...) of a shard with claims, whose new shards
+ * would not have them
  */
 void
 IdemCitusShardSeeStatement(QueryDesc *queryDesc)
@@ -405,7 +413,8 @@ IdemCitusShardSeeStatement(QueryDesc *queryDesc)
 	char	   *schema;
 	int64		args[3];
 	int			i;
-	IdemShardMove *move;
+	bool		move;
+	IdemShardMove *m;
 	MemoryContext old;
 
 	if (ps->commandType != CMD_SELECT || ps->planTree == NULL ||
@@ -415,27 +424,41 @@ IdemCitusShardSeeStatement(QueryDesc *queryDesc)
 	if (!IsA(tle->expr, FuncExpr) || list_length(((FuncExpr *) tle->expr)->args) != 3)
 		return;
 	fe = (FuncExpr *) tle->expr;
-	for (i = 0; i < 3; i++)
-		if (!IdemShardConstArg(list_nth(fe->args, i), &args[i]))
-			return;
+	if (!IdemShardConstArg(linitial(fe->args), &args[0]))
+		return;
 	fname = get_func_name(fe->funcid);
 	schema = fname ? get_namespace_name(get_func_namespace(fe->funcid)) : NULL;
-	if (schema == NULL ||
-		!((strcmp(schema, "citus_internal") == 0 &&
-		   strcmp(fname, "update_placement_metadata") == 0) ||
-		  (strcmp(schema, "pg_catalog") == 0 &&
-		   strcmp(fname, "citus_internal_update_placement_metadata") == 0)))
+	if (schema == NULL)
 		return;
-
+	move = (strcmp(schema, "citus_internal") == 0 &&
+			strcmp(fname, "update_placement_metadata") == 0) ||
+		(strcmp(schema, "pg_catalog") == 0 &&
+		 strcmp(fname, "citus_internal_update_placement_metadata") == 0);
+	if (!move && !(strcmp(schema, "pg_catalog") == 0 && strcmp(fname, "worker_split_copy") == 0))
+		return;
 	if (!OidIsValid(get_extension_oid("idempotency", true)))
 		return;					/* a database without the extension */
 
+	if (!move)
+	{
+		if (IdemShardHasLocal(args[0], true))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("shard " INT64_FORMAT " cannot be split: it has claims", args[0]),
+					 errdetail("Claims kept with a shard (idem_citus_claim) move with it, but do not follow a split to the new shards."),
+					 errhint("Move the shard instead, or split it once its claims have expired.")));
+		return;
+	}
+	for (i = 1; i < 3; i++)
+		if (!IdemShardConstArg(list_nth(fe->args, i), &args[i]))
+			return;
+
 	old = MemoryContextSwitchTo(TopTransactionContext);
-	move = palloc(sizeof(IdemShardMove));
-	move->shard = args[0];
-	move->source = (int32) args[1];
-	move->target = (int32) args[2];
-	idem_shard_moves = lappend(idem_shard_moves, move);
+	m = palloc(sizeof(IdemShardMove));
+	m->shard = args[0];
+	m->source = (int32) args[1];
+	m->target = (int32) args[2];
+	idem_shard_moves = lappend(idem_shard_moves, m);
 	MemoryContextSwitchTo(old);
 }
 

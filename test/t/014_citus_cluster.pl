@@ -20,7 +20,8 @@
 #    then the rebalancer: idem_citus_claim keeps each claim with its
 #    account's shard and the move takes the claims along, so each node
 #    holds only the claims of its shards, the balances hold exactly the
-#    claimed events, and a full redelivery leaves every balance exact.
+#    claimed events, and a full redelivery leaves every balance exact; a
+#    move of such a shard to the coordinator and a split of it are refused.
 #  - A worker killed with -9 in the middle of a load and restarted: once
 #    every event is redelivered, every balance is still exact, and no
 #    prepared transaction is left.
@@ -366,6 +367,18 @@ is($coord->safe_psql('postgres', "SELECT nodeport FROM pg_dist_shard_placement W
 	$workers[1]->port, 'and the shard stays where it was');
 $coord->safe_psql('postgres', sprintf(q{SELECT citus_set_node_property('%s', %d, 'shouldhaveshards', false)},
 	$coord->host, $coord->port));
+# a split would leave the claims behind, under the old shard: refused
+my ($split_shard, $split_min, $split_max, $split_node) = split /\|/, $coord->safe_psql('postgres', q{
+	SELECT s.shardid, s.shardminvalue, s.shardmaxvalue, n.nodeid
+	  FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid)
+	 WHERE s.logicalrelid = 'accounts'::regclass ORDER BY s.shardid LIMIT 1});
+my $split_point = int(($split_min + $split_max) / 2);
+($rc, $out, $err) = $coord->psql('postgres', sprintf(
+	q{SELECT citus_split_shard_by_split_points(%s, ARRAY['%d'], ARRAY[%d, %d], shard_transfer_mode => 'block_writes')},
+	$split_shard, $split_point, $split_node, $split_node));
+like($err, qr/shard \d+ cannot be split: it has claims/, 'a split of a shard with claims is refused');
+is($coord->safe_psql('postgres', "SELECT count(*) FROM pg_dist_shard WHERE shardid = $split_shard"), '1',
+	'and the shard is still there, whole');
 
 # --- a worker killed with -9 mid-load, then restarted ----------------------
 $coord->safe_psql('postgres', 'UPDATE accounts SET balance = 0');
