@@ -165,6 +165,28 @@ bench_citus() {
         printf '%-8s %12s %10s %12s %10s %9.2f\n' "$c" "$m1" "$p1" "$m2" "$p2" "$(awk -v a="$m2" -v b="$m1" 'BEGIN { print a / b }')"
     done
 
+    # the claim itself, in-server on a worker: idem_citus_claim (shard lock
+    # and placement check) against idem_claim, new ids, interleaved rounds
+    local shard n=${CITUS_CLAIM_N:-200000} t1 t2 ratios=()
+    shard=$(cpsql 1 -c "SELECT shardid FROM pg_dist_placement
+                        WHERE groupid = (SELECT groupid FROM pg_dist_local_group) ORDER BY shardid LIMIT 1")
+    for r in $(seq 1 "$rounds"); do
+        t1=$(cpsql 1 -c "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); n bigint;
+                          BEGIN SELECT count(*) FILTER (WHERE idem_claim('q$r-' || g, 'bench_citus_loop')) INTO n
+                                  FROM generate_series(1, $n) g;
+                                RAISE NOTICE '%', extract(epoch FROM clock_timestamp() - t0); END \$\$" 2>&1 |
+             sed -n 's/.*NOTICE:  //p')
+        t2=$(cpsql 1 -c "DO \$\$ DECLARE t0 timestamptz := clock_timestamp(); n bigint;
+                          BEGIN SELECT count(*) FILTER (WHERE idem_citus_claim('s$r-' || g, 'bench_citus_loop', $shard)) INTO n
+                                  FROM generate_series(1, $n) g;
+                                RAISE NOTICE '%', extract(epoch FROM clock_timestamp() - t0); END \$\$" 2>&1 |
+             sed -n 's/.*NOTICE:  //p')
+        ratios+=("$(awk -v a="$t2" -v b="$t1" 'BEGIN { printf "%.3f %.2f %.2f", a / b, 1e6 * b / '"$n"', 1e6 * a / '"$n"' }')")
+    done
+    echo
+    printf '%s\n' "${ratios[@]}" | sort -n | awk -v n="$n" '{ v[NR] = $0 } END { split(v[int((NR + 1) / 2)], m, " ");
+        printf "claims on a worker, in-server, %d new ids per loop, median of %d rounds:\n  idem_claim %.2f us, idem_citus_claim %.2f us: ratio %.3f\n", n, NR, m[2], m[3], m[1] }'
+
     # exactly once on both sides: each account's balance is the count of
     # its claimed events
     local dup_one dup_cit
