@@ -328,6 +328,27 @@ IdemClaimImport(const bytea *key, IdemNamespace *ns, const IdemClaimRow *row)
 }
 
 /*
+ * Read the (event_id, namespace, shard) arguments of idem_citus_claim and
+ * idem_citus_release, check them and the caller's privilege, take the
+ * shard's lock, and find the shard's namespace
+ */
+static void
+IdemShardKeyArgs(FunctionCallInfo fcinfo, const char *funcname, AclMode mode,
+				 IdemKey *key, IdemNamespace *ns)
+{
+	text	   *id = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "event id"));
+	text	   *parent = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "namespace"));
+	int64		shard = DatumGetInt64(IdemArgNotNull(fcinfo, 2, "shard"));
+
+	IdemEncodeKey(id, key);
+	IdemValidateNamespace(parent);
+	IdemCheckWritable(funcname);
+	IdemCheckClaimsPrivilege(mode);
+	IdemCitusShardEnter(shard);
+	IdemCitusShardNamespace(parent, shard, ns);
+}
+
+/*
  * idem_citus_claim(event_id text, namespace text, shard bigint,
  *					fingerprint text) returns boolean
  *
@@ -339,9 +360,6 @@ IdemClaimImport(const bytea *key, IdemNamespace *ns, const IdemClaimRow *row)
 Datum
 idem_citus_claim(PG_FUNCTION_ARGS)
 {
-	text	   *id = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "event id"));
-	text	   *parent = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "namespace"));
-	int64		shard = DatumGetInt64(IdemArgNotNull(fcinfo, 2, "shard"));
 	text	   *fingerprint = NULL;
 	IdemKey		key;
 	IdemNamespace ns;
@@ -350,12 +368,7 @@ idem_citus_claim(PG_FUNCTION_ARGS)
 
 	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
 		fingerprint = PG_GETARG_TEXT_PP(3);
-	IdemEncodeKey(id, &key);
-	IdemValidateNamespace(parent);
-	IdemCheckWritable("idem_citus_claim()");
-	IdemCheckClaimsPrivilege(ACL_INSERT);
-	IdemCitusShardEnter(shard);
-	IdemCitusShardNamespace(parent, shard, &ns);
+	IdemShardKeyArgs(fcinfo, "idem_citus_claim()", ACL_INSERT, &key, &ns);
 
 	IdemClaimCachePrefetch(ns.id, &key.hdr);
 	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
@@ -375,20 +388,12 @@ idem_citus_claim(PG_FUNCTION_ARGS)
 Datum
 idem_citus_release(PG_FUNCTION_ARGS)
 {
-	text	   *id = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "event id"));
-	text	   *parent = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "namespace"));
-	int64		shard = DatumGetInt64(IdemArgNotNull(fcinfo, 2, "shard"));
 	IdemKey		key;
 	IdemNamespace ns;
 	IdemStore	store;
 	bool		result;
 
-	IdemEncodeKey(id, &key);
-	IdemValidateNamespace(parent);
-	IdemCheckWritable("idem_citus_release()");
-	IdemCheckClaimsPrivilege(ACL_DELETE);
-	IdemCitusShardEnter(shard);
-	IdemCitusShardNamespace(parent, shard, &ns);
+	IdemShardKeyArgs(fcinfo, "idem_citus_release()", ACL_DELETE, &key, &ns);
 
 	IdemStoreOpen(&store, IDEM_OP_RELEASE, false);
 	result = IdemStoreRelease(&store, &ns, &key.hdr);
