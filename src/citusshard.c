@@ -39,9 +39,10 @@
  *
  * Both happen in the move's transaction, so they commit or abort with it.
  * The placement is read again first, with the transaction's own changes,
- * so a call rolled back with a subtransaction does nothing.  Only shards
- * whose namespaces exist are read or deleted, so a move of a shard without
- * such claims costs two small reads of idempotency.namespaces.
+ * and only a placement row this transaction wrote counts, so a call that
+ * failed or was rolled back with a subtransaction moves nothing.  The
+ * target reads the source's namespaces of the moved shards (one
+ * connection per source node) and claims only of those it finds.
  *
  * A split copies a shard's rows to new shards with worker_split_copy on
  * the node holding it; claims do not follow, so a split of a shard with
@@ -181,44 +182,28 @@ IdemShardRead(int64 shard, IdemShardInfo *info)
 						"                   AND pl.groupid OPERATOR(pg_catalog.=)"
 						"                       (SELECT groupid FROM pg_catalog.pg_dist_local_group)) THEN 1"
 						"   ELSE 0 END,"
-						" CASE WHEN x.coloc THEN x.idx ELSE $1 OPERATOR(pg_catalog.>>) 32 END,"
+						/* the shard index: its rank by hash range (a single shard: 0) */
+						" CASE WHEN NOT x.coloc THEN $1 OPERATOR(pg_catalog.>>) 32"
+						"      WHEN x.hash THEN"
+						"        (SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_shard o"
+						"          WHERE o.logicalrelid OPERATOR(pg_catalog.=) x.logicalrelid"
+						"            AND o.shardminvalue::pg_catalog.int4 OPERATOR(pg_catalog.<) x.minvalue::pg_catalog.int4)"
+						"      ELSE 0 END,"
 						" CASE WHEN x.coloc THEN x.colocationid::pg_catalog.int8"
 						"      ELSE $1 OPERATOR(pg_catalog.&) 4294967295 END,"
 						" CASE WHEN x.coloc THEN 8 ELSE 4 END"
-						"  FROM (SELECT p.colocationid, p.colocationid OPERATOR(pg_catalog.<>) 0"
+						"  FROM (SELECT p.colocationid, s.logicalrelid, s.shardminvalue AS minvalue,"
+						"               p.partmethod OPERATOR(pg_catalog.=) 'h' AS hash,"
+						"               p.colocationid OPERATOR(pg_catalog.<>) 0"
 						"               AND (p.partmethod OPERATOR(pg_catalog.=) 'h'"
 						"                    OR (p.partmethod OPERATOR(pg_catalog.=) 'n'"
-						"                        AND p.repmodel OPERATOR(pg_catalog.<>) 't')) AS coloc,"
-						"               (SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_shard o"
-						"                 WHERE o.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid"
-						"                   AND o.shardminvalue::pg_catalog.int4 OPERATOR(pg_catalog.<)"
-						"                       s.shardminvalue::pg_catalog.int4) AS idx"
+						"                        AND p.repmodel OPERATOR(pg_catalog.<>) 't')) AS coloc"
 						"          FROM pg_catalog.pg_dist_shard s"
 						"          JOIN pg_catalog.pg_dist_partition p"
 						"            ON p.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid"
 						"         WHERE s.shardid OPERATOR(pg_catalog.=) $1) x",
 						1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(shard)},
 						NULL, IdemShardInfoRow, info);
-}
-
-/* Where shard is placed, read with this transaction's own changes */
-static IdemShardPlace
-IdemShardPlaceNow(int64 shard)
-{
-	int32		place = IDEM_SHARD_UNKNOWN;
-
-	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY,
-						"SELECT CASE"
-						" WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement"
-						"                   WHERE shardid OPERATOR(pg_catalog.=) $1) THEN -1"
-						" WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement"
-						"               WHERE shardid OPERATOR(pg_catalog.=) $1"
-						"                 AND groupid OPERATOR(pg_catalog.=)"
-						"                     (SELECT groupid FROM pg_catalog.pg_dist_local_group)) THEN 1"
-						" ELSE 0 END",
-						1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(shard)},
-						NULL, IdemShardIntRow, &place);
-	return (IdemShardPlace) place;
 }
 
 /*
@@ -330,8 +315,8 @@ IdemCitusShardEnter(int64 shard)
 	if (info.place == IDEM_SHARD_COORDINATOR)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("idem_citus_claim() cannot claim on the Citus coordinator"),
-				 errdetail("Claims are kept on the workers that hold their shards; this call was not delegated to one."),
+				 errmsg("claims kept with a Citus shard live on workers, not on the coordinator"),
+				 errdetail("This call was not delegated to the worker that holds shard " INT64_FORMAT ".", shard),
 				 errhint("Call the handler on its own, one call per statement, and distribute it with create_distributed_function(..., force_delegation := true), as the README shows.")));
 	if (info.place == IDEM_SHARD_REPLICATED)
 		ereport(ERROR,
@@ -539,31 +524,40 @@ IdemShardAuthinfoRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	((IdemShardNode *) arg)->authinfo = SPI_getvalue(tuple, desc, 1);
 }
 
-/* Wait until conn's socket is ready for io, or the latch is set */
+
+/* Raise a failure of conn: msg says what failed */
 static void
-IdemShardWait(PGconn *conn, int io)
+pg_attribute_noreturn()
+IdemShardConnError(PGconn *conn, const char *msg)
 {
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg_internal("%s", msg),
+			 errdetail_internal("%s", pchomp(PQerrorMessage(conn))),
+			 errhint("The node a shard moves to reads the shard's claims from the node it leaves, as the role moving it, with citus.node_conninfo and pg_dist_authinfo.")));
+}
+
+/* Wait until conn's socket is ready for io, the latch is set, or the deadline */
+static void
+IdemShardWaitUntil(PGconn *conn, int io, TimestampTz deadline, const char *msg)
+{
+	long		ms = -1L;
 	int			rc;
 
-	rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | io,
-						   PQsocket(conn), -1L, PG_WAIT_EXTENSION);
+	if (deadline != 0)
+	{
+		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (ms <= 0)
+			IdemShardConnError(conn, msg);
+	}
+	rc = WaitLatchOrSocket(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | io |
+						   (deadline != 0 ? WL_TIMEOUT : 0),
+						   PQsocket(conn), ms, PG_WAIT_EXTENSION);
 	if (rc & WL_LATCH_SET)
 	{
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-}
-
-/* Raise a failure of conn */
-static void
-pg_attribute_noreturn()
-IdemShardConnError(PGconn *conn, const char *what, int64 shard)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_CONNECTION_FAILURE),
-			 errmsg("could not %s to move the claims of shard " INT64_FORMAT, what, shard),
-			 errdetail_internal("%s", pchomp(PQerrorMessage(conn))),
-			 errhint("The node a shard moves to reads its claims from the node it leaves, as the role moving it, with citus.node_conninfo and pg_dist_authinfo.")));
 }
 
 /* Store the boolean a one-column row holds in the bool arg */
@@ -579,10 +573,12 @@ IdemShardBoolRow(HeapTuple tuple, TupleDesc desc, void *arg)
 /*
  * Connect to the primary node of group, as this user, to this database, as
  * Citus would (citus.node_conninfo, pg_dist_authinfo), with settings that
- * make the answers parse the same here
+ * make the answers parse the same here, and a lock timeout: a lock wait
+ * there could wait for this very transaction, which no deadlock detector
+ * sees across nodes
  */
 static PGconn *
-IdemShardConnect(int32 group, int64 shard)
+IdemShardConnect(int32 group)
 {
 	IdemShardNode node = {0, NULL, 0, NULL};
 	const char *keywords[12];
@@ -590,12 +586,13 @@ IdemShardConnect(int32 group, int64 shard)
 	const char *extra = GetConfigOption("citus.node_conninfo", true, false);
 	char	   *user = GetUserNameFromId(GetUserId(), false);
 	char	   *conninfo;
-	char	   *where;
+	char	   *failed;
 	char		port[16];
 	bool		may_read = false;
 	int			k = 0;
 	PGconn	   *volatile conn;
 	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
+	TimestampTz deadline;
 
 	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 						"SELECT nodeid, nodename, nodeport FROM pg_catalog.pg_dist_node"
@@ -606,9 +603,12 @@ IdemShardConnect(int32 group, int64 shard)
 	if (node.host == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("no active node in Citus group %d to move the claims of shard " INT64_FORMAT " from",
-						group, shard)));
-	/* pg_dist_authinfo, where we may read it: this node's rule, else any node's */
+				 errmsg("no active node in Citus group %d to move claims from", group)));
+	/*
+	 * pg_dist_authinfo, as Citus reads it for its own connections: the rule
+	 * of this node, else of every node (only superusers may read it; the
+	 * extension's owner reads it here)
+	 */
 	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 						"SELECT pg_catalog.has_table_privilege('pg_catalog.pg_dist_authinfo', 'SELECT')",
 						0, NULL, NULL, NULL, IdemShardBoolRow, &may_read);
@@ -643,28 +643,29 @@ IdemShardConnect(int32 group, int64 shard)
 	keywords[k] = "client_encoding";
 	values[k++] = GetDatabaseEncodingName();
 	keywords[k] = "options";
-	values[k++] = "-c datestyle=ISO -c timezone=UTC -c bytea_output=hex -c intervalstyle=postgres -c search_path=pg_catalog";
-	keywords[k] = "connect_timeout";
-	values[k++] = "10";
+	values[k++] = "-c datestyle=ISO -c timezone=UTC -c intervalstyle=postgres"
+		" -c bytea_output=hex -c search_path=pg_catalog -c lock_timeout=10s";
 	keywords[k] = NULL;
 	values[k] = NULL;
 
-	where = psprintf("connect to %s:%d", node.host, node.port);
+	failed = psprintf("could not connect to Citus node %s:%d to move claims", node.host, node.port);
 	conn = PQconnectStartParams(keywords, values, 1);
 	if (conn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 10000);
 	PG_TRY();
 	{
 		if (PQstatus(conn) == CONNECTION_BAD)
-			IdemShardConnError(conn, where, shard);
+			IdemShardConnError(conn, failed);
 		while (status != PGRES_POLLING_OK)
 		{
 			if (status == PGRES_POLLING_FAILED)
-				IdemShardConnError(conn, where, shard);
-			IdemShardWait(conn, status == PGRES_POLLING_READING ?
-						  WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE);
+				IdemShardConnError(conn, failed);
+			IdemShardWaitUntil(conn, status == PGRES_POLLING_READING ?
+							   WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE,
+							   deadline, failed);
 			status = PQconnectPoll(conn);
 		}
 	}
@@ -679,94 +680,112 @@ IdemShardConnect(int32 group, int64 shard)
 
 /* The next result of conn's query, waiting on the latch meanwhile */
 static PGresult *
-IdemShardResult(PGconn *conn, int64 shard)
+IdemShardResult(PGconn *conn)
 {
 	while (PQisBusy(conn))
 	{
-		IdemShardWait(conn, WL_SOCKET_READABLE);
+		IdemShardWaitUntil(conn, WL_SOCKET_READABLE, 0, NULL);
 		if (!PQconsumeInput(conn))
-			IdemShardConnError(conn, "read from the node it leaves", shard);
+			IdemShardConnError(conn, "could not read claims from the node a shard moves from");
 	}
 	return PQgetResult(conn);
 }
 
+/* Import one claim of a row of IdemShardPull's query */
+static void
+IdemShardImportRow(PGresult *res)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "idempotency shard claim",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	const char *name = PQgetvalue(res, 0, 0);
+	const char *sep = strchr(name, IDEM_SHARD_SEP);
+	int64		shard;
+	text	   *parent;
+	Interval   *ttl;
+	IdemNamespace pns;
+	IdemNamespace ns;
+	IdemClaimRow row;
+	bytea	   *key;
+
+	if (sep == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a node returned namespace \"%s\" for a shard's claims", name)));
+	parent = cstring_to_text_with_len(name, sep - name);
+	shard = DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(sep + 1)));
+	/* the namespace itself, if this node lacks it, with the source's TTL */
+	ttl = DatumGetIntervalP(DirectFunctionCall3(interval_in,
+												CStringGetDatum(PQgetvalue(res, 0, 4)),
+												ObjectIdGetDatum(InvalidOid),
+												Int32GetDatum(-1)));
+	(void) IdemNamespaceGetWithTtl(parent, true, ttl, &pns);
+	key = DatumGetByteaPP(DirectFunctionCall1(byteain,
+											  CStringGetDatum(PQgetvalue(res, 0, 1))));
+	row.claimed_at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
+															 CStringGetDatum(PQgetvalue(res, 0, 2)),
+															 ObjectIdGetDatum(InvalidOid),
+															 Int32GetDatum(-1)));
+	row.has_fp = !PQgetisnull(res, 0, 3);
+	row.fp = row.has_fp ?
+		DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(PQgetvalue(res, 0, 3)))) : 0;
+	IdemCitusShardNamespace(parent, shard, &ns);
+	(void) IdemClaimImport(key, &ns, &row);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
 /*
- * Read the claims kept with shard on group's node, and import them here:
- * first its namespaces of the shard (none: nothing to read), then their
- * claims, a row at a time
+ * Read the claims kept with the shards of suffixes (IdemShardSuffix's, as
+ * a text array literal's elements) on group's node, and import them here,
+ * a row at a time; one connection for all of a move's shards from there
  */
 static void
-IdemShardPull(int64 shard, int32 group)
+IdemShardPull(List *shards, int32 group)
 {
 	PGconn	   *volatile conn = NULL;
 	PGresult   *volatile res = NULL;
-	char	   *suffix = TextDatumGetCString(IdemShardSuffix(shard));
+	StringInfoData arr;
+	ListCell   *lc;
+
+	/* {"\x1f<id>",...}: the byte needs no quoting in an array literal */
+	initStringInfo(&arr);
+	appendStringInfoChar(&arr, '{');
+	foreach(lc, shards)
+		appendStringInfo(&arr, "%s%c" INT64_FORMAT, lc == list_head(shards) ? "" : ",",
+						 IDEM_SHARD_SEP, *(int64 *) lfirst(lc));
+	appendStringInfoChar(&arr, '}');
 
 	PG_TRY();
 	{
-		const char *params[1] = {suffix};
-		bool		any = false;
+		const char *params[1] = {arr.data};
 
-		conn = IdemShardConnect(group, shard);
+		conn = IdemShardConnect(group);
+		/* the namespaces first (everyone may read them): none, no claims read */
 		if (!PQsendQueryParams(conn,
 							   "SELECT n.name, c.key, c.claimed_at, c.fingerprint, n.ttl"
 							   "  FROM (SELECT DISTINCT ON (id) id, name, ttl FROM idempotency.namespaces"
-							   "         WHERE pg_catalog.right(name, pg_catalog.length($1))"
-							   "               OPERATOR(pg_catalog.=) $1"
+							   "         WHERE pg_catalog.substr(name, pg_catalog.strpos(name, E'\\x1f'))"
+							   "               OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.text[])"
 							   "         ORDER BY id, defined_at DESC) n"
 							   "  JOIN LATERAL (SELECT key, claimed_at, fingerprint FROM idempotency.claims"
 							   "                 WHERE ns OPERATOR(pg_catalog.=) n.id) c ON true",
 							   1, NULL, params, NULL, NULL, 0) ||
 			!PQsetSingleRowMode(conn))
-			IdemShardConnError(conn, "read from the node it leaves", shard);
-		while ((res = IdemShardResult(conn, shard)) != NULL)
+			IdemShardConnError(conn, "could not read claims from the node a shard moves from");
+		while ((res = IdemShardResult(conn)) != NULL)
 		{
 			ExecStatusType st = PQresultStatus(res);
 
 			if (st == PGRES_SINGLE_TUPLE)
-			{
-				MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
-														  "idempotency shard claim",
-														  ALLOCSET_SMALL_SIZES);
-				MemoryContext old = MemoryContextSwitchTo(cxt);
-				const char *name = PQgetvalue(res, 0, 0);
-				const char *sep = strchr(name, IDEM_SHARD_SEP);
-				text	   *parent = cstring_to_text_with_len(name, sep ? sep - name : (int) strlen(name));
-				Interval   *ttl;
-				IdemNamespace pns;
-				IdemNamespace ns;
-				IdemClaimRow row;
-				bytea	   *key;
-
-				/* the namespace itself, if this node lacks it: the source's TTL */
-				ttl = DatumGetIntervalP(DirectFunctionCall3(interval_in,
-															CStringGetDatum(PQgetvalue(res, 0, 4)),
-															ObjectIdGetDatum(InvalidOid),
-															Int32GetDatum(-1)));
-				if (!any)
-					(void) IdemNamespaceGetWithTtl(parent, true, ttl, &pns);
-				any = true;
-				key = DatumGetByteaPP(DirectFunctionCall1(byteain,
-														  CStringGetDatum(PQgetvalue(res, 0, 1))));
-				row.claimed_at = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-																		 CStringGetDatum(PQgetvalue(res, 0, 2)),
-																		 ObjectIdGetDatum(InvalidOid),
-																		 Int32GetDatum(-1)));
-				row.has_fp = !PQgetisnull(res, 0, 3);
-				row.fp = row.has_fp ?
-					DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(PQgetvalue(res, 0, 3)))) : 0;
-				IdemCitusShardNamespace(parent, shard, &ns);
-				(void) IdemClaimImport(key, &ns, &row);
-				MemoryContextSwitchTo(old);
-				MemoryContextDelete(cxt);
-			}
+				IdemShardImportRow(res);
 			else if (st != PGRES_TUPLES_OK)
-			{
 				ereport(ERROR,
 						(errcode(ERRCODE_CONNECTION_FAILURE),
-						 errmsg("could not read the claims of shard " INT64_FORMAT " from the node it leaves", shard),
-						 errdetail_internal("%s", pchomp(PQresultErrorMessage(res)))));
-			}
+						 errmsg("could not read claims from the node a shard moves from"),
+						 errdetail_internal("%s", pchomp(PQresultErrorMessage(res))),
+						 errhint("The role moving the shard needs SELECT on idempotency.claims there.")));
 			PQclear(res);
 			res = NULL;
 		}
@@ -781,14 +800,36 @@ IdemShardPull(int64 shard, int32 group)
 	PG_END_TRY();
 }
 
+/* A pg_dist_placement row of a shard: its group, and whether we wrote it */
+typedef struct IdemShardPlacementRow
+{
+	bool		found;
+	int32		group;
+	bool		ours;
+} IdemShardPlacementRow;
+
+static void
+IdemShardPlacementRowGet(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemShardPlacementRow *row = (IdemShardPlacementRow *) arg;
+	bool		isnull;
+
+	row->found = true;
+	row->group = DatumGetInt32(SPI_getbinval(tuple, desc, 1, &isnull));
+	row->ours = TransactionIdIsCurrentTransactionId(DatumGetTransactionId(SPI_getbinval(tuple, desc, 2, &isnull)));
+}
+
 /*
  * Before this transaction prepares or commits: move the claims of the
- * shards it moved to or from this node
+ * shards it moved to or from this node.  Only a placement row this very
+ * transaction wrote counts, so that a call of update_placement_metadata
+ * that failed, or was rolled back with a subtransaction, moves nothing.
  */
 static void
 IdemCitusShardMoveClaims(void)
 {
 	List	   *moves = idem_shard_moves;
+	List	   *pulls = NIL;	/* IdemShardMove of shards moved here */
 	ListCell   *lc;
 	int32		local = -1;
 
@@ -804,14 +845,21 @@ IdemCitusShardMoveClaims(void)
 	foreach(lc, moves)
 	{
 		IdemShardMove *move = (IdemShardMove *) lfirst(lc);
-		IdemShardPlace now = IdemShardPlaceNow(move->shard);
+		IdemShardPlacementRow now = {false, 0, false};
 
-		if (move->target == local && move->source != local && now == IDEM_SHARD_HERE)
+		(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY,
+							"SELECT groupid, xmin FROM pg_catalog.pg_dist_placement"
+							" WHERE shardid OPERATOR(pg_catalog.=) $1",
+							1, (Oid[]) {INT8OID}, (Datum[]) {Int64GetDatum(move->shard)},
+							NULL, IdemShardPlacementRowGet, &now);
+		if (!now.found || !now.ours || now.group != move->target)
+			continue;			/* not moved by this transaction, as it says */
+		if (move->target == local && move->source != local)
 		{
 			IdemShardDeleteLocal(move->shard);
-			IdemShardPull(move->shard, move->source);
+			pulls = lappend(pulls, move);
 		}
-		else if (move->source == local && move->target != local && now == IDEM_SHARD_ELSEWHERE)
+		else if (move->source == local && move->target != local)
 		{
 			/* the coordinator is told nothing: it could not take them */
 			if (move->target == 0 && IdemShardHasLocal(move->shard, true))
@@ -822,6 +870,27 @@ IdemCitusShardMoveClaims(void)
 						 errhint("Move the shard to a worker.")));
 			IdemShardDeleteLocal(move->shard);
 		}
+	}
+	/* one read per node the shards come from */
+	while (pulls != NIL)
+	{
+		int32		source = ((IdemShardMove *) linitial(pulls))->source;
+		List	   *shards = NIL;
+		List	   *rest = NIL;
+
+		foreach(lc, pulls)
+		{
+			IdemShardMove *move = (IdemShardMove *) lfirst(lc);
+
+			if (move->source == source)
+				shards = lappend(shards, &move->shard);
+			else
+				rest = lappend(rest, move);
+		}
+		IdemShardPull(shards, source);
+		list_free(shards);
+		list_free(pulls);
+		pulls = rest;
 	}
 	PopActiveSnapshot();
 	list_free_deep(moves);
