@@ -267,6 +267,23 @@ $coord->safe_psql('postgres', q{UPDATE accounts SET balance = balance - 1 WHERE 
 is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}), $events,
 	'the refused transactions changed nothing');
 
+# Every event <prefix>-1 .. <prefix>-n redelivered, one call per statement,
+# as a broker would until every delivery is acknowledged: passes over the
+# whole log until one meets no error (a node may still be recovering, a
+# shard may have just moved).  True once a pass is clean.
+my $redeliver_all = sub {
+	my ($prefix, $n) = @_;
+	my $sql = join('', map { sprintf("SELECT handle_payment(%d, '%s-%d', 1);\n", ($_ % 100) + 1, $prefix, $_) }
+		  1 .. $n);
+	for my $pass (1 .. 30)
+	{
+		my ($rc2, $out2, $err2) = $coord->psql('postgres', $sql, on_error_stop => 0);
+		return 1 if $rc2 == 0 && $err2 !~ /ERROR|FATAL/;
+		sleep 1;
+	}
+	return 0;
+};
+
 # --- shard moves and rebalancing during a load ------------------------------
 # idem_citus_claim keeps each claim with the shard of the account's row;
 # when Citus moves the shard, the move takes the claims along.  Moves use
@@ -345,17 +362,7 @@ my $mv_claims = $coord->safe_psql('postgres', q{
 	  $$SELECT count(*) FROM idem_claims WHERE namespace = 'payments' AND event_id LIKE 'mv-%'$$)});
 is($coord->safe_psql('postgres', q{SELECT sum(balance) FROM accounts}), $mv_claims,
 	"the balances hold exactly the $mv_claims claimed events, across the moves");
-# every event redelivered, until a pass meets no error
-my $mv_again = join('', map { sprintf("SELECT handle_payment(%d, 'mv-%d', 1);\n", ($_ % 100) + 1, $_) }
-	  1 .. $mv_events);
-my $mv_clean = 0;
-for my $pass (1 .. 30)
-{
-	my ($rc2, $out2, $err2) = $coord->psql('postgres', $mv_again, on_error_stop => 0);
-	last if ($mv_clean = ($rc2 == 0 && $err2 !~ /ERROR|FATAL/));
-	sleep 1;
-}
-ok($mv_clean, 'a redelivery of every event passes without an error');
+ok($redeliver_all->('mv', $mv_events), 'a redelivery of every event passes without an error');
 my $mv_per_account = $mv_events / 100;
 is($coord->safe_psql('postgres', qq{SELECT count(*) FROM accounts WHERE balance <> $mv_per_account}),
 	'0', "after the moves and a full redelivery, every balance is exact ($mv_per_account): 0 applied twice, 0 lost");
@@ -420,19 +427,7 @@ $workers[0]->start;
 $bench->finish;
 like($bench_err, qr/connection|terminat|server closed|lost/i,
 	'the load met the crashed worker (its clients got errors)');
-# every event redelivered, one call per statement, as a broker would until
-# every delivery is acknowledged: passes over the whole log until one meets
-# no error (the restarted worker may still be recovering)
-my $redeliver = join('', map { sprintf("SELECT handle_payment(%d, 'kill-%d', 1);\n", ($_ % 100) + 1, $_) }
-	  1 .. $kill_events);
-my $clean = 0;
-for my $pass (1 .. 30)
-{
-	my ($rc2, $out2, $err2) = $coord->psql('postgres', $redeliver, on_error_stop => 0);
-	last if ($clean = ($rc2 == 0 && $err2 !~ /ERROR|FATAL/));
-	sleep 1;
-}
-ok($clean, 'a redelivery of every event passes without an error');
+ok($redeliver_all->('kill', $kill_events), 'a redelivery of every event passes without an error');
 $coord->safe_psql('postgres', 'SELECT recover_prepared_transactions()');
 my $kill_per_account = $kill_events / 100;
 is($coord->safe_psql('postgres', qq{SELECT count(*) FROM accounts WHERE balance <> $kill_per_account}),
