@@ -9,5 +9,6 @@
 
 extern void IdemCitusInit(void);
 extern void IdemCitusCheckClaim(void);
+extern bool IdemCitusAsk(const char *sql, int nargs, Oid *argtypes, Datum *args);
 
 #endif							/* IDEM_CITUS_H */

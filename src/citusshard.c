@@ -82,6 +82,7 @@
 #include "utils/snapmgr.h"
 
 #include "catalog.h"
+#include "citus.h"
 #include "citusshard.h"
 #include "claim.h"
 #include "inval.h"
@@ -560,16 +561,6 @@ IdemShardWaitUntil(PGconn *conn, int io, TimestampTz deadline, const char *msg)
 	}
 }
 
-/* Store the boolean a one-column row holds in the bool arg */
-static void
-IdemShardBoolRow(HeapTuple tuple, TupleDesc desc, void *arg)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
-
-	*(bool *) arg = !isnull && DatumGetBool(d);
-}
-
 /*
  * Connect to the primary node of group, as this user, to this database, as
  * Citus would (citus.node_conninfo, pg_dist_authinfo), with settings that
@@ -588,7 +579,6 @@ IdemShardConnect(int32 group)
 	char	   *conninfo;
 	char	   *failed;
 	char		port[16];
-	bool		may_read = false;
 	int			k = 0;
 	PGconn	   *volatile conn;
 	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
@@ -609,10 +599,8 @@ IdemShardConnect(int32 group)
 	 * of this node, else of every node (only superusers may read it; the
 	 * extension's owner reads it here)
 	 */
-	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
-						"SELECT pg_catalog.has_table_privilege('pg_catalog.pg_dist_authinfo', 'SELECT')",
-						0, NULL, NULL, NULL, IdemShardBoolRow, &may_read);
-	if (may_read)
+	if (IdemCitusAsk("SELECT pg_catalog.has_table_privilege('pg_catalog.pg_dist_authinfo', 'SELECT')",
+					 0, NULL, NULL))
 		(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 							"SELECT authinfo FROM pg_catalog.pg_dist_authinfo"
 							" WHERE rolename OPERATOR(pg_catalog.=) $1::pg_catalog.name"

@@ -61,6 +61,33 @@ IdemKeyArgs(FunctionCallInfo fcinfo, const char *funcname, AclMode mode,
 	return IdemNamespaceGet(nsname, create, ns);
 }
 
+/* Claim key in ns, checked already: the store's work of every claim function */
+static IdemClaimOutcome
+IdemClaimKey(IdemKey *key, IdemNamespace *ns, text *fingerprint, bool nowait)
+{
+	IdemStore	store;
+	IdemClaimOutcome outcome;
+
+	IdemClaimCachePrefetch(ns->id, &key->hdr);
+	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
+	outcome = IdemStoreClaim(&store, ns, &key->hdr, fingerprint, nowait);
+	IdemStoreClose(&store);
+	return outcome;
+}
+
+/* Release key in ns, checked already */
+static bool
+IdemReleaseKey(IdemKey *key, IdemNamespace *ns)
+{
+	IdemStore	store;
+	bool		result;
+
+	IdemStoreOpen(&store, IDEM_OP_RELEASE, false);
+	result = IdemStoreRelease(&store, ns, &key->hdr);
+	IdemStoreClose(&store);
+	return result;
+}
+
 /* Shared body of idem_claim and idem_try_claim */
 static IdemClaimOutcome
 IdemClaimOne(FunctionCallInfo fcinfo, bool nowait, const char *funcname)
@@ -68,18 +95,11 @@ IdemClaimOne(FunctionCallInfo fcinfo, bool nowait, const char *funcname)
 	text	   *fingerprint = NULL;
 	IdemKey		key;
 	IdemNamespace ns;
-	IdemStore	store;
-	IdemClaimOutcome outcome;
 
 	(void) IdemKeyArgs(fcinfo, funcname, ACL_INSERT, true, &key, &ns);
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		fingerprint = PG_GETARG_TEXT_PP(2);
-
-	IdemClaimCachePrefetch(ns.id, &key.hdr);
-	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
-	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, nowait);
-	IdemStoreClose(&store);
-	return outcome;
+	return IdemClaimKey(&key, &ns, fingerprint, nowait);
 }
 
 /*
@@ -265,15 +285,10 @@ idem_release(PG_FUNCTION_ARGS)
 {
 	IdemKey		key;
 	IdemNamespace ns;
-	IdemStore	store;
-	bool		result;
 
 	if (!IdemKeyArgs(fcinfo, "idem_release()", ACL_DELETE, false, &key, &ns))
 		PG_RETURN_BOOL(false);
-	IdemStoreOpen(&store, IDEM_OP_RELEASE, false);
-	result = IdemStoreRelease(&store, &ns, &key.hdr);
-	IdemStoreClose(&store);
-	PG_RETURN_BOOL(result);
+	PG_RETURN_BOOL(IdemReleaseKey(&key, &ns));
 }
 
 /*
@@ -363,18 +378,11 @@ idem_citus_claim(PG_FUNCTION_ARGS)
 	text	   *fingerprint = NULL;
 	IdemKey		key;
 	IdemNamespace ns;
-	IdemStore	store;
-	IdemClaimOutcome outcome;
 
 	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
 		fingerprint = PG_GETARG_TEXT_PP(3);
 	IdemShardKeyArgs(fcinfo, "idem_citus_claim()", ACL_INSERT, &key, &ns);
-
-	IdemClaimCachePrefetch(ns.id, &key.hdr);
-	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
-	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, false);
-	IdemStoreClose(&store);
-	PG_RETURN_BOOL(outcome == IDEM_CLAIM_NEW);
+	PG_RETURN_BOOL(IdemClaimKey(&key, &ns, fingerprint, false) == IDEM_CLAIM_NEW);
 }
 
 /*
@@ -390,13 +398,7 @@ idem_citus_release(PG_FUNCTION_ARGS)
 {
 	IdemKey		key;
 	IdemNamespace ns;
-	IdemStore	store;
-	bool		result;
 
 	IdemShardKeyArgs(fcinfo, "idem_citus_release()", ACL_DELETE, &key, &ns);
-
-	IdemStoreOpen(&store, IDEM_OP_RELEASE, false);
-	result = IdemStoreRelease(&store, &ns, &key.hdr);
-	IdemStoreClose(&store);
-	PG_RETURN_BOOL(result);
+	PG_RETURN_BOOL(IdemReleaseKey(&key, &ns));
 }
