@@ -256,6 +256,45 @@ CREATE FUNCTION idem_release(event_id text, namespace text DEFAULT 'default')
 COMMENT ON FUNCTION idem_release(text, text) IS
     'remove a claim so that the event may be processed again';
 
+-- The same with uuid ids, as drivers pass their UUID types: a uuid names the
+-- same claim as its canonical text.
+CREATE FUNCTION idem_claim(event_id uuid, namespace text DEFAULT 'default',
+                           fingerprint text DEFAULT NULL)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_claim_uuid'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_claim(uuid, text, text) IS
+    'claim a uuid event id in this transaction: true the first time, false for a duplicate';
+
+CREATE FUNCTION idem_try_claim(event_id uuid, namespace text DEFAULT 'default',
+                               fingerprint text DEFAULT NULL)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_try_claim_uuid'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_try_claim(uuid, text, text) IS
+    'as idem_claim, but NULL at once instead of waiting for an in-flight claimer';
+
+CREATE FUNCTION idem_claim_many(event_ids uuid[], namespace text DEFAULT 'default')
+    RETURNS SETOF uuid
+    AS 'MODULE_PATHNAME', 'idem_claim_many_uuid'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_claim_many(uuid[], text) IS
+    'claim a batch of uuid event ids; returns the ids newly claimed';
+
+CREATE FUNCTION idem_claimed(event_id uuid, namespace text DEFAULT 'default')
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_claimed_uuid'
+    LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION idem_claimed(uuid, text) IS
+    'read-only check: does a live claim exist?';
+
+CREATE FUNCTION idem_release(event_id uuid, namespace text DEFAULT 'default')
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_release_uuid'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_release(uuid, text) IS
+    'remove a claim so that the event may be processed again';
+
 CREATE FUNCTION idem_claims_import(event_id text, namespace text, claimed_at timestamptz,
                                    fingerprint_hash bigint DEFAULT NULL)
     RETURNS boolean

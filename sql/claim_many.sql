@@ -24,8 +24,14 @@ SELECT count(*) FROM idem_claim_many(ARRAY(SELECT 'big-' || g FROM generate_seri
 SELECT count(*) FROM idem_claim_many(ARRAY(SELECT 'big-' || g FROM generate_series(1, 2001) g), 'many');
 
 -- errors
+SELECT * FROM idem_claim_many(NULL::text[], 'many');
+\echo :LAST_ERROR_SQLSTATE
+-- an untyped array could be text[] or uuid[]: it needs a cast
 SELECT * FROM idem_claim_many(NULL, 'many');
 \echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idem_claim_many('{m-1,m-9}', 'many');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idem_claim_many('{m-1,m-9}'::text[], 'many');
 SELECT * FROM idem_claim_many(ARRAY['a'], NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM idem_claim_many(ARRAY['ok', NULL], 'many');

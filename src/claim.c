@@ -7,6 +7,11 @@
  * These functions validate their arguments, check the caller's privileges
  * and hand the work to claimstore.c.  They are not STRICT, so that a NULL
  * argument gets a clear error rather than a silent NULL result.
+ *
+ * idem_claim, idem_try_claim, idem_claimed, idem_release and
+ * idem_claim_many also take uuid ids (entry points named *_uuid), which
+ * drivers pass for their UUID types: a uuid is encoded as its canonical
+ * text is (claimkey.c), so both forms name the same claim.
  */
 #include "postgres.h"
 
@@ -39,21 +44,32 @@ PG_FUNCTION_INFO_V1(idem_release);
 PG_FUNCTION_INFO_V1(idem_claims_import);
 PG_FUNCTION_INFO_V1(idem_citus_claim);
 PG_FUNCTION_INFO_V1(idem_citus_release);
+PG_FUNCTION_INFO_V1(idem_claim_uuid);
+PG_FUNCTION_INFO_V1(idem_try_claim_uuid);
+PG_FUNCTION_INFO_V1(idem_claim_many_uuid);
+PG_FUNCTION_INFO_V1(idem_claimed_uuid);
+PG_FUNCTION_INFO_V1(idem_release_uuid);
+
+static Datum IdemClaimMany(FunctionCallInfo fcinfo, bool uuid_ids);
 
 /*
  * Read the (event_id, namespace) arguments every function here starts
- * with, validate them, and check that the caller may do what funcname
- * does: write (if funcname is not NULL) with privilege mode on the claims.
- * Returns false if the namespace does not exist and create is false.
+ * with, the id a uuid if uuid_id, validate them, and check that the caller
+ * may do what funcname does: write (if funcname is not NULL) with
+ * privilege mode on the claims.  Returns false if the namespace does not
+ * exist and create is false.
  */
 static bool
-IdemKeyArgs(FunctionCallInfo fcinfo, const char *funcname, AclMode mode,
+IdemKeyArgs(FunctionCallInfo fcinfo, bool uuid_id, const char *funcname, AclMode mode,
 			bool create, IdemKey *key, IdemNamespace *ns)
 {
-	text	   *id = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "event id"));
+	Datum		id = IdemArgNotNull(fcinfo, 0, "event id");
 	text	   *nsname = DatumGetTextPP(IdemArgNotNull(fcinfo, 1, "namespace"));
 
-	IdemEncodeKey(id, key);
+	if (uuid_id)
+		IdemEncodeUuidKey(DatumGetUUIDP(id), key);
+	else
+		IdemEncodeKey(DatumGetTextPP(id), key);
 	IdemValidateNamespace(nsname);
 	if (funcname != NULL)
 		IdemCheckWritable(funcname);
@@ -90,16 +106,45 @@ IdemReleaseKey(IdemKey *key, IdemNamespace *ns)
 
 /* Shared body of idem_claim and idem_try_claim */
 static IdemClaimOutcome
-IdemClaimOne(FunctionCallInfo fcinfo, bool nowait, const char *funcname)
+IdemClaimOne(FunctionCallInfo fcinfo, bool uuid_id, bool nowait, const char *funcname)
 {
 	text	   *fingerprint = NULL;
 	IdemKey		key;
 	IdemNamespace ns;
 
-	(void) IdemKeyArgs(fcinfo, funcname, ACL_INSERT, true, &key, &ns);
+	(void) IdemKeyArgs(fcinfo, uuid_id, funcname, ACL_INSERT, true, &key, &ns);
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		fingerprint = PG_GETARG_TEXT_PP(2);
 	return IdemClaimKey(&key, &ns, fingerprint, nowait);
+}
+
+/* Shared body of the idem_claimed forms */
+static bool
+IdemClaimedOne(FunctionCallInfo fcinfo, bool uuid_id)
+{
+	IdemKey		key;
+	IdemNamespace ns;
+	IdemStore	store;
+	bool		result;
+
+	if (!IdemKeyArgs(fcinfo, uuid_id, NULL, ACL_SELECT, false, &key, &ns))
+		return false;
+	IdemStoreOpen(&store, IDEM_OP_CHECK, false);
+	result = IdemStoreIsClaimed(&store, &ns, &key.hdr);
+	IdemStoreClose(&store);
+	return result;
+}
+
+/* Shared body of the idem_release forms */
+static bool
+IdemReleaseOne(FunctionCallInfo fcinfo, bool uuid_id)
+{
+	IdemKey		key;
+	IdemNamespace ns;
+
+	if (!IdemKeyArgs(fcinfo, uuid_id, "idem_release()", ACL_DELETE, false, &key, &ns))
+		return false;
+	return IdemReleaseKey(&key, &ns);
 }
 
 /*
@@ -111,7 +156,14 @@ IdemClaimOne(FunctionCallInfo fcinfo, bool nowait, const char *funcname)
 Datum
 idem_claim(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(IdemClaimOne(fcinfo, false, "idem_claim()") == IDEM_CLAIM_NEW);
+	PG_RETURN_BOOL(IdemClaimOne(fcinfo, false, false, "idem_claim()") == IDEM_CLAIM_NEW);
+}
+
+/* idem_claim(event_id uuid, namespace text, fingerprint text) returns boolean */
+Datum
+idem_claim_uuid(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(IdemClaimOne(fcinfo, true, false, "idem_claim()") == IDEM_CLAIM_NEW);
 }
 
 /*
@@ -123,7 +175,21 @@ idem_claim(PG_FUNCTION_ARGS)
 Datum
 idem_try_claim(PG_FUNCTION_ARGS)
 {
-	IdemClaimOutcome outcome = IdemClaimOne(fcinfo, true, "idem_try_claim()");
+	IdemClaimOutcome outcome = IdemClaimOne(fcinfo, false, true, "idem_try_claim()");
+
+	if (outcome == IDEM_CLAIM_BUSY)
+		PG_RETURN_NULL();
+	PG_RETURN_BOOL(outcome == IDEM_CLAIM_NEW);
+}
+
+/*
+ * idem_try_claim(event_id uuid, namespace text, fingerprint text)
+ * returns boolean
+ */
+Datum
+idem_try_claim_uuid(PG_FUNCTION_ARGS)
+{
+	IdemClaimOutcome outcome = IdemClaimOne(fcinfo, true, true, "idem_try_claim()");
 
 	if (outcome == IDEM_CLAIM_BUSY)
 		PG_RETURN_NULL();
@@ -165,6 +231,20 @@ IdemBatchItemCompare(const void *a, const void *b)
 Datum
 idem_claim_many(PG_FUNCTION_ARGS)
 {
+	return IdemClaimMany(fcinfo, false);
+}
+
+/* idem_claim_many(event_ids uuid[], namespace text) returns setof uuid */
+Datum
+idem_claim_many_uuid(PG_FUNCTION_ARGS)
+{
+	return IdemClaimMany(fcinfo, true);
+}
+
+/* Shared body of the idem_claim_many forms; uuid_ids: the array is uuid[] */
+static Datum
+IdemClaimMany(FunctionCallInfo fcinfo, bool uuid_ids)
+{
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	ArrayType  *ids;
 	text	   *nsname;
@@ -199,8 +279,12 @@ idem_claim_many(PG_FUNCTION_ARGS)
 									ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(workcxt);
 
-	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT,
-					  &elems, &elemnulls, &nelems);
+	if (uuid_ids)
+		deconstruct_array(ids, UUIDOID, UUID_LEN, false, TYPALIGN_CHAR,
+						  &elems, &elemnulls, &nelems);
+	else
+		deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT,
+						  &elems, &elemnulls, &nelems);
 	items = palloc(sizeof(IdemBatchItem) * Max(nelems, 1));
 	claimed = palloc0(sizeof(bool) * Max(nelems, 1));
 	for (i = 0; i < nelems; i++)
@@ -212,7 +296,10 @@ idem_claim_many(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("event id must not be null"),
 					 errdetail("Element %d of the array is null.", i + 1)));
-		IdemEncodeKey(DatumGetTextPP(elems[i]), &key);
+		if (uuid_ids)
+			IdemEncodeUuidKey(DatumGetUUIDP(elems[i]), &key);
+		else
+			IdemEncodeKey(DatumGetTextPP(elems[i]), &key);
 		items[i].key = palloc(VARSIZE(&key.hdr));
 		memcpy(items[i].key, &key, VARSIZE(&key.hdr));
 		items[i].index = i;
@@ -261,17 +348,14 @@ idem_claim_many(PG_FUNCTION_ARGS)
 Datum
 idem_claimed(PG_FUNCTION_ARGS)
 {
-	IdemKey		key;
-	IdemNamespace ns;
-	IdemStore	store;
-	bool		result;
+	PG_RETURN_BOOL(IdemClaimedOne(fcinfo, false));
+}
 
-	if (!IdemKeyArgs(fcinfo, NULL, ACL_SELECT, false, &key, &ns))
-		PG_RETURN_BOOL(false);
-	IdemStoreOpen(&store, IDEM_OP_CHECK, false);
-	result = IdemStoreIsClaimed(&store, &ns, &key.hdr);
-	IdemStoreClose(&store);
-	PG_RETURN_BOOL(result);
+/* idem_claimed(event_id uuid, namespace text) returns boolean */
+Datum
+idem_claimed_uuid(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(IdemClaimedOne(fcinfo, true));
 }
 
 /*
@@ -283,12 +367,14 @@ idem_claimed(PG_FUNCTION_ARGS)
 Datum
 idem_release(PG_FUNCTION_ARGS)
 {
-	IdemKey		key;
-	IdemNamespace ns;
+	PG_RETURN_BOOL(IdemReleaseOne(fcinfo, false));
+}
 
-	if (!IdemKeyArgs(fcinfo, "idem_release()", ACL_DELETE, false, &key, &ns))
-		PG_RETURN_BOOL(false);
-	PG_RETURN_BOOL(IdemReleaseKey(&key, &ns));
+/* idem_release(event_id uuid, namespace text) returns boolean */
+Datum
+idem_release_uuid(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(IdemReleaseOne(fcinfo, true));
 }
 
 /*
@@ -310,7 +396,7 @@ idem_claims_import(PG_FUNCTION_ARGS)
 	IdemNamespace ns;
 	IdemClaimRow row;
 
-	(void) IdemKeyArgs(fcinfo, "idem_claims_import()", ACL_INSERT, true, &key, &ns);
+	(void) IdemKeyArgs(fcinfo, false, "idem_claims_import()", ACL_INSERT, true, &key, &ns);
 	row.claimed_at = DatumGetTimestampTz(IdemArgNotNull(fcinfo, 2, "claimed_at"));
 	row.has_fp = PG_NARGS() > 3 && !PG_ARGISNULL(3);
 	row.fp = row.has_fp ? PG_GETARG_INT64(3) : 0;

@@ -8,7 +8,8 @@
  * can never collide:
  *
  *	 - an id that is a UUID in canonical lowercase text form
- *	   (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) is stored as its 16 bytes;
+ *	   (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx) is stored as its 16 bytes, as
+ *	   is an id passed as a uuid (whose text form is canonical);
  *	 - any other id is stored as its own bytes, with a zero byte appended
  *	   when it is exactly 16 bytes long.
  *
@@ -129,6 +130,17 @@ IdemEncodeNamedKey(const text *id, const char *what, IdemKey *key)
 {
 	IdemValidateId(id, what);
 	IdemEncodeKeyCString(VARDATA_ANY(id), VARSIZE_ANY_EXHDR(id), key);
+}
+
+/*
+ * Encode a uuid event id: its 16 bytes, exactly as its canonical text form
+ * is encoded, so that the two name the same claim
+ */
+void
+IdemEncodeUuidKey(const pg_uuid_t *id, IdemKey *key)
+{
+	memcpy(key->buf + VARHDRSZ, id->data, IDEM_UUID_BYTES);
+	SET_VARSIZE(&key->hdr, VARHDRSZ + IDEM_UUID_BYTES);
 }
 
 /* Turn a stored key back into the event id it encodes */

@@ -7,6 +7,8 @@
 
 #include "postgres.h"
 
+#include "utils/uuid.h"
+
 #include "idempotency.h"
 
 /* Bytes a UUID occupies once encoded */
@@ -27,6 +29,7 @@ typedef union IdemKey
 
 extern void IdemEncodeKey(const text *id, IdemKey *key);
 extern void IdemEncodeNamedKey(const text *id, const char *what, IdemKey *key);
+extern void IdemEncodeUuidKey(const pg_uuid_t *id, IdemKey *key);
 extern text *IdemDecodeKey(const bytea *key);
 extern int64 IdemFingerprintHash(const text *fingerprint);
 

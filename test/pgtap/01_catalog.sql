@@ -5,7 +5,7 @@
 \pset tuples_only true
 \pset pager off
 BEGIN;
-SELECT plan(47);
+SELECT plan(55);
 
 -- the extension and its schemas
 SELECT has_extension('idempotency');
@@ -57,11 +57,19 @@ SELECT has_function('public', 'idem_try_claim', ARRAY['text', 'text', 'text']);
 SELECT has_function('public', 'idem_claim_many', ARRAY['text[]', 'text']);
 SELECT has_function('public', 'idem_claimed', ARRAY['text', 'text']);
 SELECT has_function('public', 'idem_release', ARRAY['text', 'text']);
+SELECT has_function('public', 'idem_claim', ARRAY['uuid', 'text', 'text']);
+SELECT has_function('public', 'idem_try_claim', ARRAY['uuid', 'text', 'text']);
+SELECT has_function('public', 'idem_claim_many', ARRAY['uuid[]', 'text']);
+SELECT has_function('public', 'idem_claimed', ARRAY['uuid', 'text']);
+SELECT has_function('public', 'idem_release', ARRAY['uuid', 'text']);
 SELECT has_function('public', 'idem_namespace_define', ARRAY['text', 'interval']);
 SELECT has_function('public', 'idem_claim_trigger', ARRAY[]::text[]);
 SELECT has_function('public', 'idem_stats_reset', ARRAY[]::text[]);
 SELECT function_returns('public', 'idem_claim', ARRAY['text', 'text', 'text'], 'boolean');
 SELECT function_returns('public', 'idem_claim_many', ARRAY['text[]', 'text'], 'setof text');
+SELECT function_returns('public', 'idem_claim_many', ARRAY['uuid[]', 'text'], 'setof uuid');
+SELECT isnt_strict('public', 'idem_claim', ARRAY['uuid', 'text', 'text'],
+                   'idem_claim(uuid) is not strict either');
 SELECT function_returns('public', 'idem_claim_trigger', ARRAY[]::text[], 'trigger');
 SELECT isnt_strict('public', 'idem_claim', ARRAY['text', 'text', 'text'],
                    'idem_claim is not strict: NULL arguments get an error, not a NULL');
@@ -71,6 +79,8 @@ SELECT is((SELECT array_agg(DISTINCT proparallel) FROM pg_proc
           ARRAY['u']::"char"[], 'writing functions are PARALLEL UNSAFE');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'idem_claim(text,text,text)'::regprocedure),
           2, 'idem_claim defaults namespace and fingerprint');
+SELECT is((SELECT pronargdefaults::int FROM pg_proc WHERE oid = 'idem_claim(uuid,text,text)'::regprocedure),
+          2, 'idem_claim(uuid) defaults namespace and fingerprint');
 
 -- views
 SELECT has_view('public', 'idem_claims', 'idem_claims view');

@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 BEGIN;
-SELECT plan(17);
+SELECT plan(22);
 
 SELECT table_privs_are('idempotency', 'claims', 'public', ARRAY[]::text[],
                        'PUBLIC has no privileges on claims until granted');
@@ -30,6 +30,16 @@ SELECT function_privs_are('public', 'idem_claim_many', ARRAY['text[]', 'text'],
 SELECT function_privs_are('public', 'idem_claimed', ARRAY['text', 'text'],
                           'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('public', 'idem_release', ARRAY['text', 'text'],
+                          'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('public', 'idem_claim', ARRAY['uuid', 'text', 'text'],
+                          'public', ARRAY['EXECUTE'], 'the uuid forms too');
+SELECT function_privs_are('public', 'idem_try_claim', ARRAY['uuid', 'text', 'text'],
+                          'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('public', 'idem_claim_many', ARRAY['uuid[]', 'text'],
+                          'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('public', 'idem_claimed', ARRAY['uuid', 'text'],
+                          'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('public', 'idem_release', ARRAY['uuid', 'text'],
                           'public', ARRAY['EXECUTE']);
 
 SELECT is((SELECT count(*)::int FROM pg_proc p
