@@ -1,0 +1,19 @@
+# scripts/deb.sh: build the Debian package, sourced by test/run and
+# scripts/build-deb.
+#
+# build_deb outdir: build postgresql-15-idempotency from a copy of the
+# working tree (its tracked and new files, nothing ignored) with
+# dpkg-buildpackage -us -uc -b, so that the tree itself stays clean; the
+# .deb and the build's .buildinfo and .changes land in outdir, and the
+# copied source is kept in outdir/src for make installcheck.  Prints the
+# path of the .deb.
+build_deb() {
+    local out=$1 src=$1/src
+    ensure_packages debhelper dpkg-dev postgresql-server-dev-all libpq-dev
+    rm -rf "$out"; mkdir -p "$src"
+    (cd "$IDEM_ROOT" && git ls-files -z --cached --others --exclude-standard \
+        | xargs -0 -I{} cp --parents -- {} "$src/")
+    (cd "$src" && dpkg-buildpackage -us -uc -b >"$out/build.log" 2>&1) \
+        || { tail -n 40 "$out/build.log" >&2; die "dpkg-buildpackage failed (log: $out/build.log)"; }
+    ls "$out"/postgresql-"$PG_MAJOR"-idempotency_*.deb
+}
