@@ -144,11 +144,11 @@ ROLLBACK;
 RESET ROLE;
 
 -- the function ACLs the install script sets
-SELECT p.oid::regprocedure AS function, has_function_privilege('regress_idem_nobody', p.oid, 'EXECUTE') AS public_execute
+SELECT p.oid::regprocedure::text AS function, has_function_privilege('regress_idem_nobody', p.oid, 'EXECUTE') AS public_execute
   FROM pg_proc p
   JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idempotency'
- ORDER BY 1::text;
+ ORDER BY 1;
 -- no SECURITY DEFINER function without a pinned search_path
 SELECT count(*) AS unsafe_secdef
   FROM pg_proc p

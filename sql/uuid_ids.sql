@@ -16,8 +16,8 @@ SELECT idem_claim('0d6b8a3c-1e2f-4a5b-8c9d-0e1f2a3b4c5d'::uuid, 'uuid_ids');
 
 -- an untyped literal still resolves to the text form, uuid-shaped or not
 SELECT idem_claim('not-a-uuid', 'uuid_ids');
-SELECT p.oid::regprocedure
-  FROM pg_proc p WHERE p.proname = 'idem_claim' ORDER BY 1::text;
+SELECT p.oid::regprocedure::text
+  FROM pg_proc p WHERE p.proname = 'idem_claim' ORDER BY 1;
 
 -- the view shows the uuid as its canonical text
 SELECT namespace, event_id FROM idem_claims WHERE namespace = 'uuid_ids' ORDER BY event_id;

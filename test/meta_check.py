@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""test/meta_check.py: META.json follows PGXN's meta-spec 1.0.0, and every
-place that states the version agrees: META.json, idempotency.control,
-the install script's name, debian/changelog and CHANGELOG.md.
+"""test/meta_check.py: META.json follows PGXN's meta-spec 1.0.0, every
+place that states the version agrees (META.json, idempotency.control, the
+install script's name, debian/changelog and CHANGELOG.md), and the install
+scripts of released versions are unchanged (test/frozen.sha256).
 
 Exits non-zero and says what is wrong; prints one line per check passed.
 """
+import hashlib
 import json
 import os
 import re
@@ -65,6 +67,13 @@ top = re.search(r'^## (\S+)', read('CHANGELOG.md'), re.M)
 check(top is not None and top.group(1) == default, 'CHANGELOG.md starts with the default version')
 check(read('debian/control') == read('debian/control.in').replace('PGVERSION', read('debian/pgversions').strip()),
       'debian/control is debian/control.in for debian/pgversions')
+
+# released install scripts are frozen: a change goes into the next version
+for line in read('test/frozen.sha256').splitlines():
+    digest, name = line.split()
+    with open(os.path.join(ROOT, name), 'rb') as f:
+        actual = hashlib.sha256(f.read()).hexdigest()
+    check(actual == digest, f'{name} is frozen (released; change the next version instead)')
 
 if failures:
     print(f'{len(failures)} check(s) failed', file=sys.stderr)
