@@ -37,11 +37,11 @@ DATA = $(wildcard idempotency--*.sql)
 
 # pg_regress suites in sql/ and expected/, one file per feature
 REGRESS = $(patsubst sql/%.sql,%,$(sort $(wildcard sql/*.sql)))
-REGRESS_OPTS = --load-extension=idempotency
+REGRESS_OPTS = --load-extension=idempotency --no-locale
 
 # isolation specs in test/isolation/specs
 ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/isolation/specs/*.spec)))
-ISOLATION_OPTS = --inputdir=test/isolation --load-extension=idempotency
+ISOLATION_OPTS = --inputdir=test/isolation --load-extension=idempotency --no-locale
 
 # The project builds warning-free with -Wall -Wextra -Werror.  Server headers
 # are included as system headers so that their own -Wextra noise (unused

@@ -148,7 +148,7 @@ SELECT p.oid::regprocedure::text AS function, has_function_privilege('regress_id
   FROM pg_proc p
   JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idempotency'
- ORDER BY 1;
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 -- no SECURITY DEFINER function without a pinned search_path
 SELECT count(*) AS unsafe_secdef
   FROM pg_proc p

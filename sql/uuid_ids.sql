@@ -17,10 +17,10 @@ SELECT idem_claim('0d6b8a3c-1e2f-4a5b-8c9d-0e1f2a3b4c5d'::uuid, 'uuid_ids');
 -- an untyped literal still resolves to the text form, uuid-shaped or not
 SELECT idem_claim('not-a-uuid', 'uuid_ids');
 SELECT p.oid::regprocedure::text
-  FROM pg_proc p WHERE p.proname = 'idem_claim' ORDER BY 1;
+  FROM pg_proc p WHERE p.proname = 'idem_claim' ORDER BY p.oid::regprocedure::text COLLATE "C";
 
 -- the view shows the uuid as its canonical text
-SELECT namespace, event_id FROM idem_claims WHERE namespace = 'uuid_ids' ORDER BY event_id;
+SELECT namespace, event_id FROM idem_claims WHERE namespace = 'uuid_ids' ORDER BY event_id COLLATE "C";
 
 -- the default namespace
 SELECT idem_claim('11111111-2222-4333-8444-555555555555'::uuid);

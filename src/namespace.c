@@ -581,10 +581,14 @@ IdemNamespaceGetWithTtl(const text *name, bool create, const Interval *create_tt
 
 	IdemValidateNamespaceLength(name);
 
-	/* Fast path: the same namespace as last time */
+	/*
+	 * Fast path: the same namespace as last time.  The bytes of the cached
+	 * name after its NUL are undefined, so compare the len bytes first (a
+	 * shorter cached name differs at its NUL) and read name[len] after.
+	 */
 	entry = idem_ns_last;
-	if (entry != NULL && entry->name[len] == '\0' &&
-		memcmp(entry->name, data, len) == 0)
+	if (entry != NULL && memcmp(entry->name, data, len) == 0 &&
+		entry->name[len] == '\0')
 	{
 		*out = *entry;
 		return true;

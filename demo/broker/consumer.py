@@ -26,7 +26,7 @@ import redis
 STREAM, GROUP = "payments", "ledger"
 BATCH = 20
 IDLE_MS = 1500                      # a pending message idle this long is taken over
-ACK_DELAY = float(os.environ.get("ACK_DELAY", "0.03"))  # the window between COMMIT and XACK
+ACK_DELAY = float(os.environ.get("ACK_DELAY", "0.08"))  # the window between COMMIT and XACK
 
 name = sys.argv[1]
 claim = "--no-claim" not in sys.argv[2:]
@@ -58,7 +58,9 @@ cursor = "0-0"
 while True:
     # first the batches of consumers that died before acking them
     cursor, messages, _ = r.xautoclaim(STREAM, GROUP, name, IDLE_MS, cursor, count=BATCH)
-    if not messages:
+    if messages:
+        r.incrby("taken_over", len(messages))
+    else:
         got = r.xreadgroup(GROUP, name, {STREAM: ">"}, count=BATCH, block=200)
         messages = got[0][1] if got else []
     if not messages:

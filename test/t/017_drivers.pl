@@ -58,7 +58,8 @@ foreach my $snippet ([ 'psycopg', 'py', [$python] ], [ 'node-postgres', 'js', ['
 	close $fh;
 	my ($out, $err) = ('', '');
 	local %ENV = (%ENV, %env, NODE_PATH => $node_path);
-	my $ok = IPC::Run::run([ @$cmd, $file ], '>', \$out, '2>', \$err);
+	my $ok = IPC::Run::run([ @$cmd, $file ], '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 	ok($ok, "the $name snippet runs and its assertions hold") or diag("$out\n$err");
 }
 

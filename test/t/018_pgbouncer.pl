@@ -88,7 +88,7 @@ sub through
 	my ($db, @sql) = @_;
 	my ($out, $err) = ('', '');
 	IPC::Run::run([ 'psql', '-X', '-A', '-t', '-h', $dir, '-p', $bport, '-d', $db, map { ('-c', $_) } @sql ],
-		'>', \$out, '2>', \$err);
+		'>', \$out, '2>', \$err, IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 	chomp $out;
 	return wantarray ? ($out, $err) : $out;
 }
@@ -103,7 +103,7 @@ sub pgbench
 	my $ok = IPC::Run::run(
 		[ 'pgbench', '-n', '-h', $dir, '-p', $bport, '-c', $clients, '-j', 2,
 		  '-t', 750, '-M', $mode, '-f', "$dir/$db.pgbench", $db ],
-		'>', \$out, '2>', \$err);
+		'>', \$out, '2>', \$err, IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 	ok($ok, "pgbench through pgbouncer ($db, -M $mode) succeeds") or diag("$out\n$err");
 	my ($n) = $out =~ /number of transactions actually processed: (\d+)/;
 	return $n // 0;
@@ -139,7 +139,8 @@ my $applied = ledger('pooled_effects', 'pooled', 'transaction pooling');
 cmp_ok($applied, '<', $n, 'transaction pooling: redeliveries were refused');
 my $servers = through('pgbouncer', 'SHOW SERVERS');
 my $nservers = () = $servers =~ /\|txn\|/g;
-cmp_ok($nservers, '<=', 3, "transaction pooling: at most 3 server connections ($nservers)");
+cmp_ok($nservers, '>=', 1, "transaction pooling: pgbouncer lists its server connections ($nservers)");
+cmp_ok($nservers, '<=', 3, "transaction pooling: at most 3 server connections for 12 clients");
 
 # --- statement pooling: the single-statement form ---------------------------
 $n = pgbench('stmt', <<'SQL', 'extended', 12);

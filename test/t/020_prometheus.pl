@@ -27,11 +27,11 @@ shared_preload_libraries = 'idempotency'
 idempotency.purge_enabled = off
 });
 $node->start;
-(my $grant = $grants // '') =~ s/<exporter role>/exporter/;
+(my $grant = $grants // '') =~ s/<exporter role>/prometheus/;
 $node->safe_psql('postgres', qq{
 CREATE EXTENSION idempotency;
-CREATE ROLE exporter LOGIN;
-GRANT pg_monitor TO exporter;
+CREATE ROLE prometheus LOGIN;
+GRANT pg_monitor TO prometheus;
 $grant;
 SELECT idem_namespace_define('short', '1 second');
 SELECT count(*) FILTER (WHERE idem_claim('m-' || g, 'metrics')) FROM generate_series(1, 30) g;
@@ -46,7 +46,7 @@ SELECT idem_purge();
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my $log = "$dir/exporter.log";
-my $dsn = sprintf('host=%s port=%d user=exporter dbname=postgres sslmode=disable', $node->host, $node->port);
+my $dsn = sprintf('host=%s port=%d user=prometheus dbname=postgres sslmode=disable', $node->host, $node->port);
 my $h = IPC::Run::start(
 	[ $exporter, "--web.listen-address=127.0.0.1:$port", "--extend.query-path=$queries",
 	  '--disable-default-metrics', '--disable-settings-metrics' ],
@@ -70,8 +70,10 @@ ok($body ne '', 'the exporter answered a scrape with idempotency metrics')
 like($body, qr/^idempotency_claims_claims\{[^}]*namespace="metrics"[^}]*\} 30$/m, 'claims per namespace');
 like($body, qr/^idempotency_claims_duplicates\{[^}]*namespace="metrics"[^}]*\} 12$/m, 'duplicates per namespace');
 like($body, qr/^idempotency_claims_purged\{[^}]*namespace="short"[^}]*\} 7$/m, 'purged per namespace');
-like($body, qr/^idempotency_purge_last_rows_deleted\{[^}]*target="idempotency\.claims"[^}]*trigger="manual"[^}]*\} 7$/m,
+like($body, qr/^idempotency_purge_last_rows_deleted\{[^}]*target="idempotency\.claims"[^}]*\} 7$/m,
 	'the latest purge run of the claims');
+like($body, qr/^idempotency_purge_last_by_worker\{[^}]*target="idempotency\.claims"[^}]*\} 0$/m,
+	'which was not a worker round (idem_purge)');
 like($body, qr/^idempotency_purge_last_failed\{[^}]*target="idempotency\.claims"[^}]*\} 0$/m, 'which did not fail');
 like($body, qr/^idempotency_purge_history_runs(\{[^}]*\})? [1-9]/m, 'the kept history');
 like($body, qr/^idempotency_generations_generations\{[^}]*state="open"[^}]*\} [1-9]/m, 'the open generations');
