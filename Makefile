@@ -27,10 +27,12 @@ OBJS = \
 	src/purge.o \
 	src/request.o \
 	src/rowseek.o \
+	src/rowwrite.o \
 	src/shmem.o \
 	src/spectoken.o \
 	src/stats.o \
 	src/token.o \
+	src/watermark.o \
 	src/worker.o
 
 DATA = $(wildcard idempotency--*.sql)

@@ -64,6 +64,7 @@
 #include "idempotency.h"
 #include "machine.h"
 #include "rowseek.h"
+#include "rowwrite.h"
 
 PG_FUNCTION_INFO_V1(idem_cas_row);
 
@@ -381,9 +382,8 @@ static bool
 IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
 			  Datum status, bool bump, int64 version)
 {
-	EState	   *estate = CreateExecutorState();
-	RangeTblEntry *rte = makeNode(RangeTblEntry);
-	ResultRelInfo *rri = makeNode(ResultRelInfo);
+	EState	   *estate;
+	ResultRelInfo *rri;
 	EPQState	epqstate;
 	TupleTableSlot *newslot;
 	int			natts = RelationGetDescr(rel)->natts;
@@ -396,39 +396,12 @@ IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
 		updated_cols = bms_add_member(updated_cols,
 									  b->version_attno - FirstLowInvalidHeapAttributeNumber);
 
-	rte->rtekind = RTE_RELATION;
-	rte->relid = RelationGetRelid(rel);
-	rte->relkind = RELKIND_RELATION;
-	rte->rellockmode = RowExclusiveLock;
-#if PG_VERSION_NUM >= 160000
-	{
-		List	   *perminfos = NIL;
-		RTEPermissionInfo *perminfo = addRTEPermissionInfo(&perminfos, rte);
-
-		perminfo->updatedCols = updated_cols;
-		ExecInitRangeTable(estate, list_make1(rte), perminfos);
-	}
-#else
-	rte->updatedCols = updated_cols;
-	ExecInitRangeTable(estate, list_make1(rte));
-#endif
-	InitResultRelInfo(rri, rel, 1, NULL, 0);
-#if PG_VERSION_NUM >= 140000
-	estate->es_opened_result_relations = lappend(estate->es_opened_result_relations, rri);
-#else
-	estate->es_result_relations = rri;
-	estate->es_num_result_relations = 1;
-	estate->es_result_relation_info = rri;
-#endif
-	estate->es_output_cid = GetCurrentCommandId(true);
-	estate->es_snapshot = GetActiveSnapshot();
-	AfterTriggerBeginQuery();
+	estate = IdemRowWriteBegin(rel, updated_cols, &rri);
 #if PG_VERSION_NUM >= 160000
 	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1, NIL);
 #else
 	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1);
 #endif
-	ExecOpenIndices(rri, false);
 
 	newslot = table_slot_create(rel, &estate->es_tupleTable);
 	slot_getallattrs(oldslot);
@@ -454,11 +427,8 @@ IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
 	/* the update sets the slot's TID; a BEFORE trigger may have skipped it */
 	updated = ItemPointerIsValid(&newslot->tts_tid);
 
-	ExecCloseIndices(rri);
 	EvalPlanQualEnd(&epqstate);
-	AfterTriggerEndQuery(estate);
-	ExecResetTupleTable(estate->es_tupleTable, false);
-	FreeExecutorState(estate);
+	IdemRowWriteEnd(estate, rri);
 	return updated;
 }
 

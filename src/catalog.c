@@ -52,7 +52,8 @@ IdemCatalogInvalidate(Oid relid)
 		relid == idem_catalog.machines ||
 		relid == idem_catalog.bindings ||
 		relid == idem_catalog.requests ||
-		relid == idem_catalog.tokens)
+		relid == idem_catalog.tokens ||
+		relid == idem_catalog.watermarks)
 	{
 		idem_catalog_valid = false;
 		idem_acl_granted = 0;
@@ -71,7 +72,8 @@ IdemCatalogHolds(Oid relid)
 		return true;
 	return relid == idem_catalog.claims || relid == idem_catalog.namespaces ||
 		relid == idem_catalog.machines || relid == idem_catalog.bindings ||
-		relid == idem_catalog.requests || relid == idem_catalog.tokens;
+		relid == idem_catalog.requests || relid == idem_catalog.tokens ||
+		(OidIsValid(idem_catalog.watermarks) && relid == idem_catalog.watermarks);
 }
 
 /* A schema changed: ours may have gone */
@@ -157,6 +159,8 @@ IdemGetCatalog(void)
 		found.bindings = IdemLookupRelation(found.schema, "machine_bindings");
 		found.requests = IdemLookupRelation(found.schema, "requests");
 		found.tokens = IdemLookupRelation(found.schema, "tokens");
+		/* from 1.1 on; a database still at 1.0 has none */
+		found.watermarks = get_relname_relid("watermarks", found.schema);
 		idem_catalog = found;
 	} while (start != IdemInvalCounter());
 

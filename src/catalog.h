@@ -24,6 +24,7 @@ typedef struct IdemCatalog
 	Oid			bindings;		/* idempotency.machine_bindings */
 	Oid			requests;		/* idempotency.requests */
 	Oid			tokens;			/* idempotency.tokens */
+	Oid			watermarks;		/* idempotency.watermarks (1.1; else invalid) */
 } IdemCatalog;
 
 extern IdemCatalog IdemGetCatalog(void);

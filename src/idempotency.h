@@ -29,6 +29,7 @@
 #define ERRCODE_IDEM_ILLEGAL_TRANSITION		MAKE_SQLSTATE('I','D','0','0','2')
 #define ERRCODE_IDEM_UNKNOWN_STATE			MAKE_SQLSTATE('I','D','0','0','3')
 #define ERRCODE_IDEM_LEASE_NOT_HELD			MAKE_SQLSTATE('I','D','0','0','4')
+#define ERRCODE_IDEM_FENCED					MAKE_SQLSTATE('I','D','0','0','5')
 
 /* Argument checks shared by the SQL functions */
 extern Datum IdemArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what);

@@ -5,7 +5,7 @@
 \pset tuples_only true
 \pset pager off
 BEGIN;
-SELECT plan(55);
+SELECT plan(62);
 
 -- the extension and its schemas
 SELECT has_extension('idempotency');
@@ -63,6 +63,15 @@ SELECT has_function('public', 'idem_claim_many', ARRAY['uuid[]', 'text']);
 SELECT has_function('public', 'idem_claimed', ARRAY['uuid', 'text']);
 SELECT has_function('public', 'idem_release', ARRAY['uuid', 'text']);
 SELECT has_function('public', 'idem_namespace_define', ARRAY['text', 'interval']);
+SELECT has_function('public', 'idem_advance', ARRAY['text', 'integer', 'bigint', 'bigint']);
+SELECT has_function('public', 'idem_watermark', ARRAY['text', 'integer']);
+SELECT has_function('public', 'idem_stream_drop', ARRAY['text']);
+SELECT has_table('idempotency', 'watermarks', 'the watermarks table (1.1)');
+SELECT col_is_pk('idempotency', 'watermarks', ARRAY['stream', 'partition'], 'a mark per (stream, partition)');
+SELECT has_view('public', 'idem_streams', 'the idem_streams view');
+SELECT is((SELECT count(*)::int FROM pg_extension e, unnest(e.extconfig) c
+            WHERE e.extname = 'idempotency' AND c = 'idempotency.watermarks'::regclass),
+          1, 'pg_dump dumps the watermarks');
 SELECT has_function('public', 'idem_claim_trigger', ARRAY[]::text[]);
 SELECT has_function('public', 'idem_stats_reset', ARRAY[]::text[]);
 SELECT function_returns('public', 'idem_claim', ARRAY['text', 'text', 'text'], 'boolean');
@@ -93,7 +102,7 @@ SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE
               ARRAY['idempotency.claims', 'idempotency.namespaces', 'idempotency.namespace_id_seq',
                     'idempotency.machines', 'idempotency.machine_bindings',
                     'idempotency.purge_policies', 'idempotency.requests', 'idempotency.tokens',
-                    'idempotency.generations', 'idempotency.generation_id_seq'],
+                    'idempotency.generations', 'idempotency.generation_id_seq', 'idempotency.watermarks'],
               'internal tables are marked with pg_extension_config_dump');
 SELECT is((SELECT count(*)::int FROM pg_class c
             WHERE c.relnamespace = 'idempotency'::regnamespace

@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 BEGIN;
-SELECT plan(22);
+SELECT plan(26);
 
 SELECT table_privs_are('idempotency', 'claims', 'public', ARRAY[]::text[],
                        'PUBLIC has no privileges on claims until granted');
@@ -31,6 +31,14 @@ SELECT function_privs_are('public', 'idem_claimed', ARRAY['text', 'text'],
                           'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('public', 'idem_release', ARRAY['text', 'text'],
                           'public', ARRAY['EXECUTE']);
+SELECT table_privs_are('idempotency', 'watermarks', 'public', ARRAY[]::text[],
+                       'PUBLIC has no privileges on watermarks until granted');
+SELECT function_privs_are('public', 'idem_advance', ARRAY['text', 'integer', 'bigint', 'bigint'],
+                          'public', ARRAY['EXECUTE'], 'idem_advance is executable; the table privileges decide');
+SELECT function_privs_are('public', 'idem_watermark', ARRAY['text', 'integer'],
+                          'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('public', 'idem_stream_drop', ARRAY['text'],
+                          'public', ARRAY[]::text[], 'dropping a stream is for administrators');
 SELECT function_privs_are('public', 'idem_claim', ARRAY['uuid', 'text', 'text'],
                           'public', ARRAY['EXECUTE'], 'the uuid forms too');
 SELECT function_privs_are('public', 'idem_try_claim', ARRAY['uuid', 'text', 'text'],

@@ -1,0 +1,446 @@
+/*
+ * watermark.c
+ *	  idem_advance(stream, partition, seq, epoch): per-partition high-water
+ *	  marks of ordered streams, advanced in the caller's transaction.
+ *
+ * A consumer of an ordered partition (a Kafka topic partition, a Kinesis
+ * shard, a feed read by LSN or id) needs no row per event: it keeps the
+ * highest sequence number it applied, in the same transaction as the
+ * business write, and a redelivery at or below the mark is harmless.  The
+ * marks are rows of idempotency.watermarks, unique on (stream, partition).
+ *
+ * The row is found and changed through rowseek.c's loop, as an UPDATE
+ * would: a dirty-snapshot probe of the primary key, waiting for whoever is
+ * changing the row; a decision on the stable row; and only if the mark (or
+ * the epoch) moves, a row lock and an update through the executor's simple
+ * update path, so indexes, constraints and triggers see an UPDATE of seq,
+ * epoch and updated_at.  A concurrent advance of the same pair therefore
+ * waits for the first and answers against the mark it committed (in READ
+ * COMMITTED; a serialization failure under a transaction snapshot).
+ *
+ * A pair without a row is inserted under a lock on the pair's hash (an
+ * advisory tag of our own), taken before probing again and released once
+ * the row is in: a second first advance waits for the tag, then finds the
+ * first's row and waits for its transaction, as for any row in flight.
+ *
+ * Fencing: with an epoch, a call whose epoch is below the highest recorded
+ * for the pair raises ERRCODE_IDEM_FENCED (a zombie consumer that lost its
+ * partition); a higher epoch is recorded, even by a redelivery.  Once a
+ * pair has an epoch, a call without one is fenced too, so that a caller
+ * that does not take part in fencing cannot move a fenced partition.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/nbtree.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "commands/trigger.h"
+#include "common/hashfn.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_relation.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "catalog.h"
+#include "idempotency.h"
+#include "rowseek.h"
+#include "rowwrite.h"
+
+PG_FUNCTION_INFO_V1(idem_advance);
+
+/* Columns of idempotency.watermarks */
+#define IDEM_WM_STREAM		1
+#define IDEM_WM_PARTITION	2
+#define IDEM_WM_SEQ			3
+#define IDEM_WM_EPOCH		4
+#define IDEM_WM_UPDATED_AT	5
+#define IDEM_WM_NATTS		5
+
+/* Longest stream name, in bytes (the table's CHECK says the same) */
+#define IDEM_WM_MAX_STREAM	256
+
+/* field4 of the advisory tag a first advance of a pair takes */
+#define IDEM_WM_LOCK_FIELD4	0x1df
+
+/* One advance: the seek loop's state */
+typedef struct IdemWmSeek
+{
+	IdemRowSeek seek;			/* first: the callbacks cast it back */
+	Relation	index;			/* watermarks_pkey */
+	text	   *stream;
+	int32		partition;
+	int64		seq;
+	bool		has_epoch;
+	int64		epoch;
+	SnapshotData dirty;
+	bool		key_locked;		/* the pair's advisory tag is held */
+	LOCKTAG		key_tag;		/* that tag */
+	bool		predicate_locked;	/* SERIALIZABLE: the snapshot read done */
+	bool		inserted;		/* absent: we inserted the pair's row */
+	/* the decision on the row last found */
+	bool		advances;		/* seq is above its mark */
+	bool		new_epoch;		/* epoch is above its recorded one */
+} IdemWmSeek;
+
+/* Validate the arguments; returns the stream */
+static text *
+IdemWmArgs(FunctionCallInfo fcinfo, IdemWmSeek *ws)
+{
+	text	   *stream = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "stream"));
+	int			len = VARSIZE_ANY_EXHDR(stream);
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stream must not be empty")));
+	if (len > IDEM_WM_MAX_STREAM)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("stream name is too long"),
+				 errdetail("The name is %d bytes long; the limit is %d bytes.",
+						   len, IDEM_WM_MAX_STREAM)));
+	ws->partition = DatumGetInt32(IdemArgNotNull(fcinfo, 1, "partition"));
+	if (ws->partition < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partition must not be negative"),
+				 errdetail("The partition is %d.", ws->partition)));
+	ws->seq = DatumGetInt64(IdemArgNotNull(fcinfo, 2, "sequence number"));
+	if (ws->seq < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sequence number must not be negative"),
+				 errdetail("The sequence number is " INT64_FORMAT ".", ws->seq)));
+	ws->has_epoch = PG_NARGS() > 3 && !PG_ARGISNULL(3);
+	ws->epoch = ws->has_epoch ? PG_GETARG_INT64(3) : 0;
+	if (ws->epoch < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("epoch must not be negative"),
+				 errdetail("The epoch is " INT64_FORMAT ".", ws->epoch)));
+	return stream;
+}
+
+/* The pair's row version under snapshot, into the seek's slot */
+static bool
+IdemWmIndexScan(IdemWmSeek *ws, Snapshot snapshot)
+{
+	ScanKeyData skeys[2];
+	IndexScanDesc scan;
+	bool		found;
+
+	ScanKeyInit(&skeys[0], 1, BTEqualStrategyNumber, F_TEXTEQ,
+				PointerGetDatum(ws->stream));
+	skeys[0].sk_collation = ws->index->rd_indcollation[0];
+	ScanKeyInit(&skeys[1], 2, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(ws->partition));
+	scan = index_beginscan(ws->seek.heap, ws->index, snapshot, 2, 0);
+	index_rescan(scan, skeys, 2, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, ws->seek.lockslot);
+	index_endscan(scan);
+	return found;
+}
+
+/*
+ * The seek's probe: the pair's first row version under a dirty snapshot
+ * (under SERIALIZABLE, read through the transaction snapshot first, for
+ * the predicate locks the scan of an UPDATE takes)
+ */
+static bool
+IdemWmProbe(IdemRowSeek *seek)
+{
+	IdemWmSeek *ws = (IdemWmSeek *) seek;
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) seek->lockslot;
+
+	/* SERIALIZABLE: read the pair through the snapshot once, for SSI */
+	if (IsolationIsSerializable() && !ws->predicate_locked)
+	{
+		(void) IdemWmIndexScan(ws, GetActiveSnapshot());
+		ws->predicate_locked = true;
+	}
+	if (!IdemWmIndexScan(ws, &ws->dirty))
+		return false;
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	IdemRowSeekNoteDirty(seek, &ws->dirty,
+						 ExecFetchSlotHeapTuple(seek->lockslot, false, NULL), bslot->buffer);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	return true;
+}
+
+/* The seek's vanished test: does our snapshot still see a removed row? */
+static bool
+IdemWmVanished(IdemRowSeek *seek)
+{
+	IdemWmSeek *ws = (IdemWmSeek *) seek;
+	SnapshotData snap = *GetTransactionSnapshot();
+
+	snap.curcid = InvalidCommandId;
+	return IdemWmIndexScan(ws, &snap);
+}
+
+/* A zombie's call: refused */
+static void
+pg_attribute_noreturn()
+IdemWmFenced(IdemWmSeek *ws, bool has_stored, int64 stored)
+{
+	char	   *stream = text_to_cstring(ws->stream);
+
+	if (!ws->has_epoch)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEM_FENCED),
+				 errmsg("partition %d of stream \"%s\" is fenced", ws->partition, stream),
+				 errdetail("The partition has epoch " INT64_FORMAT "; this call gives none.", stored),
+				 errhint("Pass the consumer's epoch to idem_advance().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_IDEM_FENCED),
+			 errmsg("partition %d of stream \"%s\" is fenced", ws->partition, stream),
+			 has_stored ?
+			 errdetail("This call's epoch " INT64_FORMAT " is below the partition's epoch " INT64_FORMAT ".",
+					   ws->epoch, stored) : 0,
+			 errhint("A consumer with a newer epoch owns the partition: stop consuming it.")));
+}
+
+/* The seek's decision: does the mark, or the epoch, move? */
+static IdemRowAction
+IdemWmDecide(IdemRowSeek *seek)
+{
+	IdemWmSeek *ws = (IdemWmSeek *) seek;
+	bool		isnull;
+	int64		mark = DatumGetInt64(slot_getattr(seek->lockslot, IDEM_WM_SEQ, &isnull));
+	Datum		e = slot_getattr(seek->lockslot, IDEM_WM_EPOCH, &isnull);
+
+	if (!isnull)
+	{
+		int64		stored = DatumGetInt64(e);
+
+		if (!ws->has_epoch || ws->epoch < stored)
+			IdemWmFenced(ws, true, stored);
+		ws->new_epoch = ws->epoch > stored;
+	}
+	else
+		ws->new_epoch = ws->has_epoch;
+	ws->advances = ws->seq > mark;
+	return ws->advances || ws->new_epoch ? IDEM_ROW_LOCK : IDEM_ROW_KEEP;
+}
+
+/*
+ * The seek's action on an absent pair: take the pair's lock and look
+ * again, then insert its row
+ */
+static bool
+IdemWmAbsent(IdemRowSeek *seek)
+{
+	IdemWmSeek *ws = (IdemWmSeek *) seek;
+	Datum		values[IDEM_WM_NATTS];
+	bool		nulls[IDEM_WM_NATTS] = {false};
+	TupleTableSlot *slot;
+	EState	   *estate;
+	ResultRelInfo *rri;
+
+	if (!ws->key_locked)
+	{
+		uint64		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(ws->stream),
+											VARSIZE_ANY_EXHDR(ws->stream),
+											(uint64) (uint32) ws->partition);
+
+		SET_LOCKTAG_ADVISORY(ws->key_tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+							 IDEM_WM_LOCK_FIELD4);
+		(void) LockAcquire(&ws->key_tag, ExclusiveLock, false, false);
+		ws->key_locked = true;
+		return false;			/* look again, under the lock */
+	}
+
+	values[IDEM_WM_STREAM - 1] = PointerGetDatum(ws->stream);
+	values[IDEM_WM_PARTITION - 1] = Int32GetDatum(ws->partition);
+	values[IDEM_WM_SEQ - 1] = Int64GetDatum(ws->seq);
+	values[IDEM_WM_EPOCH - 1] = Int64GetDatum(ws->epoch);
+	nulls[IDEM_WM_EPOCH - 1] = !ws->has_epoch;
+	values[IDEM_WM_UPDATED_AT - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+
+	estate = IdemRowWriteBegin(seek->heap, NULL, &rri);
+	slot = table_slot_create(seek->heap, &estate->es_tupleTable);
+	ExecClearTuple(slot);
+	memcpy(slot->tts_values, values, sizeof(values));
+	memcpy(slot->tts_isnull, nulls, sizeof(nulls));
+	ExecStoreVirtualTuple(slot);
+	ExecSimpleRelationInsert(rri, estate, slot);
+	IdemRowWriteEnd(estate, rri);
+	ws->inserted = true;
+	return true;
+}
+
+/* Write the new mark and epoch into the row locked in the seek's slot */
+static void
+IdemWmUpdate(IdemWmSeek *ws)
+{
+	TupleTableSlot *oldslot = ws->seek.lockslot;
+	Relation	rel = ws->seek.heap;
+	Bitmapset  *cols = NULL;
+	EState	   *estate;
+	ResultRelInfo *rri;
+	EPQState	epqstate;
+	TupleTableSlot *newslot;
+
+	if (ws->advances)
+		cols = bms_add_member(cols, IDEM_WM_SEQ - FirstLowInvalidHeapAttributeNumber);
+	if (ws->new_epoch)
+		cols = bms_add_member(cols, IDEM_WM_EPOCH - FirstLowInvalidHeapAttributeNumber);
+	cols = bms_add_member(cols, IDEM_WM_UPDATED_AT - FirstLowInvalidHeapAttributeNumber);
+
+	estate = IdemRowWriteBegin(rel, cols, &rri);
+#if PG_VERSION_NUM >= 160000
+	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1, NIL);
+#else
+	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1);
+#endif
+	newslot = table_slot_create(rel, &estate->es_tupleTable);
+	slot_getallattrs(oldslot);
+	ExecClearTuple(newslot);
+	memcpy(newslot->tts_values, oldslot->tts_values, IDEM_WM_NATTS * sizeof(Datum));
+	memcpy(newslot->tts_isnull, oldslot->tts_isnull, IDEM_WM_NATTS * sizeof(bool));
+	if (ws->advances)
+		newslot->tts_values[IDEM_WM_SEQ - 1] = Int64GetDatum(ws->seq);
+	if (ws->new_epoch)
+	{
+		newslot->tts_values[IDEM_WM_EPOCH - 1] = Int64GetDatum(ws->epoch);
+		newslot->tts_isnull[IDEM_WM_EPOCH - 1] = false;
+	}
+	newslot->tts_values[IDEM_WM_UPDATED_AT - 1] =
+		TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	ExecStoreVirtualTuple(newslot);
+	ItemPointerSetInvalid(&newslot->tts_tid);
+	EvalPlanQualSetSlot(&epqstate, newslot);
+#if PG_VERSION_NUM >= 140000
+	ExecSimpleRelationUpdate(rri, estate, &epqstate, oldslot, newslot);
+#else
+	ExecSimpleRelationUpdate(estate, &epqstate, oldslot, newslot);
+#endif
+	EvalPlanQualEnd(&epqstate);
+	IdemRowWriteEnd(estate, rri);
+}
+
+/* The serialization failure of an advance under a transaction snapshot */
+static void
+pg_attribute_noreturn()
+IdemWmSerializationFailure(IdemRowSeek *seek pg_attribute_unused())
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("could not serialize access due to concurrent advance")));
+}
+
+/*
+ * Open idempotency.watermarks for an advance: it must exist (extension
+ * version 1.1), the caller must hold SELECT, INSERT and UPDATE on it (as
+ * INSERT ... ON CONFLICT DO UPDATE ... WHERE would need), and its primary
+ * key must be usable.  Row-level security is refused, not bypassed.
+ */
+static Relation
+IdemWmOpen(Relation *index)
+{
+	IdemCatalog cat = IdemGetCatalog();
+	Oid			relid = cat.watermarks;
+	Relation	rel;
+	Oid			pk;
+
+	/* the OIDs may predate an ALTER EXTENSION UPDATE in this session */
+	if (!OidIsValid(relid))
+		relid = get_relname_relid("watermarks", cat.schema);
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idem_advance() needs version 1.1 of the idempotency extension"),
+				 errhint("Run ALTER EXTENSION idempotency UPDATE.")));
+	IdemCheckTablePrivilege(relid, "watermarks", ACL_SELECT, "Advancing");
+	IdemCheckTablePrivilege(relid, "watermarks", ACL_INSERT, "Advancing");
+	IdemCheckTablePrivilege(relid, "watermarks", ACL_UPDATE, "Advancing");
+	rel = table_open(relid, RowExclusiveLock);
+	if (rel->rd_rel->relrowsecurity)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("idem_advance() does not support row-level security on idempotency.watermarks"),
+				 errhint("Run ALTER TABLE idempotency.watermarks DISABLE ROW LEVEL SECURITY.")));
+	pk = RelationGetPrimaryKeyIndex(rel);
+	*index = OidIsValid(pk) ? index_open(pk, RowExclusiveLock) : NULL;
+	if (*index == NULL || !(*index)->rd_index->indisvalid ||
+		!(*index)->rd_index->indisready || (*index)->rd_index->indnatts != 2 ||
+		(*index)->rd_index->indkey.values[0] != IDEM_WM_STREAM ||
+		(*index)->rd_index->indkey.values[1] != IDEM_WM_PARTITION ||
+		(*index)->rd_rel->relam != BTREE_AM_OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the primary key of idempotency.watermarks is missing or not usable"),
+				 errhint("Re-create it: ALTER TABLE idempotency.watermarks ADD PRIMARY KEY (stream, partition).")));
+	return rel;
+}
+
+/*
+ * idem_advance(stream text, partition int, seq bigint, epoch bigint)
+ * returns boolean
+ *
+ * True if seq is above the mark of (stream, partition), or the pair has no
+ * mark yet: the mark moves to seq with the caller's transaction.  False for
+ * a redelivery (seq at or below the mark).  With epoch, fenced (ID005)
+ * below the pair's highest epoch; a higher one is recorded.
+ */
+Datum
+idem_advance(PG_FUNCTION_ARGS)
+{
+	IdemWmSeek	ws;
+	Relation	rel;
+	bool		result = false;
+
+	memset(&ws, 0, sizeof(ws));
+	ws.stream = IdemWmArgs(fcinfo, &ws);
+	IdemCheckWritable("idem_advance()");
+	rel = IdemWmOpen(&ws.index);
+
+	ws.seek.heap = rel;
+	ws.seek.oper = XLTW_Update;
+	ws.seek.probe = IdemWmProbe;
+	ws.seek.decide = IdemWmDecide;
+	ws.seek.absent = IdemWmAbsent;
+	ws.seek.vanished = IdemWmVanished;
+	ws.seek.conflict = IdemWmSerializationFailure;
+	ws.seek.lockslot = table_slot_create(rel, NULL);
+	InitDirtySnapshot(ws.dirty);
+
+	switch (IdemRowSeekRun(&ws.seek))
+	{
+		case IDEM_ROW_ABSENT:
+			result = ws.inserted;
+			break;
+		case IDEM_ROW_LOCKED:
+			IdemWmUpdate(&ws);
+			result = ws.advances;
+			break;
+		default:
+			break;				/* kept: a redelivery */
+	}
+
+	/*
+	 * The pair's tag only orders first advances between their probe and
+	 * their insertion: once our row is in, a concurrent first advance finds
+	 * it and waits for our transaction.  So it is released now, not held
+	 * to the end of the transaction (a batch may create many pairs).
+	 */
+	if (ws.key_locked)
+		LockRelease(&ws.key_tag, ExclusiveLock, false);
+
+	ExecDropSingleTupleTableSlot(ws.seek.lockslot);
+	index_close(ws.index, NoLock);
+	table_close(rel, NoLock);
+	PG_RETURN_BOOL(result);
+}
