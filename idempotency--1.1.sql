@@ -655,7 +655,7 @@ CREATE TABLE idempotency.watermarks (
     -- partition, seq and epoch not negative); no CHECK constraint here,
     -- whose evaluation would cost each advance more than the rest of it
     CONSTRAINT watermarks_pkey PRIMARY KEY (stream, partition)
-);
+) WITH (fillfactor = 70);   -- room on each page for HOT updates of the marks
 ALTER TABLE idempotency.watermarks ALTER COLUMN stream SET STORAGE MAIN;
 COMMENT ON TABLE idempotency.watermarks IS
     'high-water marks of ordered stream partitions; read them through idem_streams';

@@ -170,6 +170,29 @@ SELECT idem_watermark('orders', 0);
 SELECT idem_advance('orders', 0, 1);
 SELECT count(*) FROM idem_streams WHERE stream = 'orders';
 
+-- each backend remembers where a pair's row is; after a drop, VACUUM,
+-- VACUUM FULL or TRUNCATE that is stale, and never wrong
+SELECT idem_advance('cache', p, 1) FROM generate_series(0, 2) p;
+SELECT idem_advance('cache', 1, 2);
+SELECT idem_stream_drop('cache');
+SELECT idem_advance('cache', 1, 1);
+SELECT idem_advance('cache', 1, 1);
+VACUUM idempotency.watermarks;
+SELECT idem_advance('cache', 1, 1);
+SELECT idem_advance('cache', 1, 4);
+VACUUM FULL idempotency.watermarks;
+SELECT idem_advance('cache', 1, 4);
+SELECT idem_advance('cache', 1, 5);
+-- many HOT and non-HOT versions of one pair in one transaction
+BEGIN;
+SELECT count(*) FILTER (WHERE idem_advance('cache', 1, s)) FROM generate_series(1, 3000) s;
+COMMIT;
+SELECT idem_watermark('cache', 1);
+TRUNCATE idempotency.watermarks;
+SELECT idem_advance('cache', 1, 5);
+SELECT idem_advance('cache', 1, 5);
+SELECT stream, partition, mark FROM idem_streams;
+
 DROP ROLE regress_idem_wm_app;
 DROP ROLE regress_idem_wm_reader;
 DROP ROLE regress_idem_wm_nobody;

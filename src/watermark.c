@@ -12,9 +12,12 @@
  * The row is found and changed through rowseek.c's loop, as an UPDATE
  * would: a dirty-snapshot probe of the primary key, waiting for whoever is
  * changing the row; a decision on the stable row; and only if the mark (or
- * the epoch) moves, a row lock and an update through the executor's simple
- * update path, so indexes, constraints and triggers see an UPDATE of seq,
- * epoch and updated_at.  A concurrent advance of the same pair therefore
+ * the epoch) moves, a row lock and an update of seq, epoch and updated_at.
+ * The update is a heap_update of the locked version while the table is as
+ * the install script made it (no trigger, CHECK constraint or index beyond
+ * the primary key: checked at each call from the relcache); once a DBA
+ * adds any, it goes through the executor's simple update path, so that
+ * they all see an UPDATE of those columns.  A concurrent advance of the same pair therefore
  * waits for the first and answers against the mark it committed (in READ
  * COMMITTED; a serialization failure under a transaction snapshot).
  *
@@ -32,11 +35,13 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/nbtree.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/pg_class.h"
 #include "commands/trigger.h"
 #include "common/hashfn.h"
@@ -46,6 +51,7 @@
 #include "parser/parse_relation.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -55,6 +61,8 @@
 
 #include "catalog.h"
 #include "idempotency.h"
+#include "claimcache.h"
+#include "compat.h"
 #include "rowseek.h"
 #include "rowwrite.h"
 
@@ -85,6 +93,8 @@ typedef struct IdemWmSeek
 	bool		has_epoch;
 	int64		epoch;
 	SnapshotData dirty;
+	uint64		hash;			/* of (stream, partition), for the TID cache */
+	ItemPointerData root;		/* the found row's root TID (its index entry's) */
 	bool		key_locked;		/* the pair's advisory tag is held */
 	LOCKTAG		key_tag;		/* that tag */
 	bool		predicate_locked;	/* SERIALIZABLE: the snapshot read done */
@@ -93,6 +103,26 @@ typedef struct IdemWmSeek
 	bool		advances;		/* seq is above its mark */
 	bool		new_epoch;		/* epoch is above its recorded one */
 } IdemWmSeek;
+
+/*
+ * Where each backend last found a pair: the root TID of its row's HOT
+ * chain (what its primary-key entry points at), so that a consumer
+ * advancing the same partitions over and over follows the chain instead of
+ * descending the index.  A hint only: a candidate counts only if the chain
+ * holds a version the dirty snapshot sees with exactly this stream and
+ * partition; anything else falls back to the index.
+ */
+#define IDEM_WM_CACHE_SIZE	1024	/* a power of two */
+
+typedef struct IdemWmCacheEntry
+{
+	uint64		hash;			/* of (stream, partition); 0: empty */
+	Oid			relid;
+	Oid			relnode;		/* its file: TRUNCATE and VACUUM FULL change it */
+	ItemPointerData root;
+} IdemWmCacheEntry;
+
+static IdemWmCacheEntry idem_wm_cache[IDEM_WM_CACHE_SIZE];
 
 /* Validate the arguments; returns the stream */
 static text *
@@ -123,6 +153,10 @@ IdemWmArgs(FunctionCallInfo fcinfo, IdemWmSeek *ws)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("sequence number must not be negative"),
 				 errdetail("The sequence number is " INT64_FORMAT ".", ws->seq)));
+	ws->hash = hash_bytes_extended((const unsigned char *) VARDATA_ANY(stream), len,
+								   (uint64) (uint32) ws->partition);
+	if (ws->hash == 0)
+		ws->hash = 1;			/* 0 marks an empty cache entry */
 	ws->has_epoch = PG_NARGS() > 3 && !PG_ARGISNULL(3);
 	ws->epoch = ws->has_epoch ? PG_GETARG_INT64(3) : 0;
 	if (ws->epoch < 0)
@@ -149,8 +183,89 @@ IdemWmIndexScan(IdemWmSeek *ws, Snapshot snapshot)
 	scan = index_beginscan(ws->seek.heap, ws->index, snapshot, 2, 0);
 	index_rescan(scan, skeys, 2, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, ws->seek.lockslot);
+	if (found)
+		ws->root = scan->xs_heaptid;
 	index_endscan(scan);
 	return found;
+}
+
+/* The cache entry of the seek's pair */
+static inline IdemWmCacheEntry *
+IdemWmCacheSlot(IdemWmSeek *ws)
+{
+	return &idem_wm_cache[ws->hash & (IDEM_WM_CACHE_SIZE - 1)];
+}
+
+/* Remember (or, with an invalid TID, forget) where the pair's row is */
+static void
+IdemWmCacheSet(IdemWmSeek *ws, ItemPointer root)
+{
+	IdemWmCacheEntry *e = IdemWmCacheSlot(ws);
+
+	if (!ItemPointerIsValid(root))
+	{
+		if (e->hash == ws->hash)
+			e->hash = 0;
+		return;
+	}
+	e->hash = ws->hash;
+	e->relid = RelationGetRelid(ws->seek.heap);
+	e->relnode = (Oid) IdemRelFileNumber(ws->seek.heap);
+	e->root = *root;
+}
+
+/*
+ * The probe through the cache: the version of the cached chain that the
+ * dirty snapshot sees, if it is the pair's, into the seek's slot
+ */
+static bool
+IdemWmProbeCached(IdemWmSeek *ws)
+{
+	IdemWmCacheEntry *e = IdemWmCacheSlot(ws);
+	Relation	rel = ws->seek.heap;
+	TupleDesc	desc = RelationGetDescr(rel);
+	ItemPointerData htid;
+	HeapTupleData tuple;
+	Buffer		buffer;
+	bool		all_dead;
+	bool		match = false;
+
+	if (e->hash != ws->hash || e->relid != RelationGetRelid(rel) ||
+		e->relnode != (Oid) IdemRelFileNumber(rel) ||
+		!IdemClaimCacheBlockExists(rel, ItemPointerGetBlockNumber(&e->root)))
+		return false;
+	htid = e->root;
+	buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&htid));
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	if (heap_hot_search_buffer(&htid, rel, buffer, &ws->dirty, &tuple, &all_dead, true))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(&tuple, IDEM_WM_PARTITION, desc, &isnull);
+
+		if (!isnull && DatumGetInt32(d) == ws->partition)
+		{
+			text	   *stored = DatumGetTextPP(heap_getattr(&tuple, IDEM_WM_STREAM, desc, &isnull));
+
+			match = !isnull &&
+				VARSIZE_ANY_EXHDR(stored) == VARSIZE_ANY_EXHDR(ws->stream) &&
+				memcmp(VARDATA_ANY(stored), VARDATA_ANY(ws->stream),
+					   VARSIZE_ANY_EXHDR(ws->stream)) == 0;
+		}
+	}
+	if (match)
+	{
+		BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) ws->seek.lockslot;
+
+		/* as an index fetch stores it: the header in the slot's own storage */
+		ExecClearTuple(ws->seek.lockslot);
+		bslot->base.tupdata = tuple;
+		ExecStoreBufferHeapTuple(&bslot->base.tupdata, ws->seek.lockslot, buffer);
+		IdemRowSeekNoteDirty(&ws->seek, &ws->dirty, &bslot->base.tupdata, buffer);
+		ws->root = e->root;
+	}
+	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	ReleaseBuffer(buffer);
+	return match;
 }
 
 /*
@@ -170,6 +285,8 @@ IdemWmProbe(IdemRowSeek *seek)
 		(void) IdemWmIndexScan(ws, GetActiveSnapshot());
 		ws->predicate_locked = true;
 	}
+	if (IdemWmProbeCached(ws))
+		return true;
 	if (!IdemWmIndexScan(ws, &ws->dirty))
 		return false;
 	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
@@ -251,12 +368,8 @@ IdemWmAbsent(IdemRowSeek *seek)
 
 	if (!ws->key_locked)
 	{
-		uint64		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(ws->stream),
-											VARSIZE_ANY_EXHDR(ws->stream),
-											(uint64) (uint32) ws->partition);
-
-		SET_LOCKTAG_ADVISORY(ws->key_tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-							 IDEM_WM_LOCK_FIELD4);
+		SET_LOCKTAG_ADVISORY(ws->key_tag, MyDatabaseId, (uint32) (ws->hash >> 32),
+							 (uint32) ws->hash, IDEM_WM_LOCK_FIELD4);
 		(void) LockAcquire(&ws->key_tag, ExclusiveLock, false, false);
 		ws->key_locked = true;
 		return false;			/* look again, under the lock */
@@ -276,9 +389,66 @@ IdemWmAbsent(IdemRowSeek *seek)
 	memcpy(slot->tts_isnull, nulls, sizeof(nulls));
 	ExecStoreVirtualTuple(slot);
 	ExecSimpleRelationInsert(rri, estate, slot);
+	ws->root = slot->tts_tid;	/* a new chain */
 	IdemRowWriteEnd(estate, rri);
 	ws->inserted = true;
 	return true;
+}
+
+/*
+ * Does the table have nothing beyond what the install script gave it: no
+ * trigger, no CHECK constraint or generated column, no index but the
+ * primary key?  Then an update needs no executor: see IdemWmUpdate.
+ */
+static bool
+IdemWmPlain(Relation rel)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	List	   *indexes;
+	bool		plain;
+
+	if (rel->rd_rel->relhastriggers ||
+		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)))
+		return false;
+	indexes = RelationGetIndexList(rel);
+	plain = list_length(indexes) == 1;
+	list_free(indexes);
+	return plain;
+}
+
+/*
+ * The update of a plain table: heap_update of the locked version, HOT when
+ * the page has room (no indexed column changes), else a new primary-key
+ * entry, inserted as an UPDATE inserts it (a unique check that finds only
+ * the version we replaced, and the indexUnchanged hint).
+ */
+static void
+IdemWmUpdatePlain(IdemWmSeek *ws, Datum *values, bool *nulls)
+{
+	Relation	rel = ws->seek.heap;
+	HeapTuple	newtup = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	TM_Result	result;
+
+	result = heap_update(rel, &ws->seek.lockslot->tts_tid, newtup,
+						 GetCurrentCommandId(true), InvalidSnapshot, true,
+						 &tmfd, &lockmode);
+	if (result != TM_Ok)		/* we hold the row's lock: cannot happen */
+		elog(ERROR, "unexpected heap_update result %d on a locked watermark", (int) result);
+	if (!HeapTupleIsHeapOnly(newtup))
+	{
+		Datum		ivalues[2];
+		bool		inulls[2] = {false, false};
+
+		ws->root = newtup->t_self;	/* a new chain, with its own index entry */
+
+		ivalues[0] = values[IDEM_WM_STREAM - 1];
+		ivalues[1] = values[IDEM_WM_PARTITION - 1];
+		(void) index_insert(ws->index, ivalues, inulls, &newtup->t_self, rel,
+							UNIQUE_CHECK_YES, true, BuildIndexInfo(ws->index));
+	}
+	heap_freetuple(newtup);
 }
 
 /* Write the new mark and epoch into the row locked in the seek's slot */
@@ -298,6 +468,28 @@ IdemWmUpdate(IdemWmSeek *ws)
 	if (ws->new_epoch)
 		cols = bms_add_member(cols, IDEM_WM_EPOCH - FirstLowInvalidHeapAttributeNumber);
 	cols = bms_add_member(cols, IDEM_WM_UPDATED_AT - FirstLowInvalidHeapAttributeNumber);
+
+	if (IdemWmPlain(rel))
+	{
+		Datum		values[IDEM_WM_NATTS];
+		bool		nulls[IDEM_WM_NATTS];
+
+		slot_getallattrs(oldslot);
+		memcpy(values, oldslot->tts_values, sizeof(values));
+		memcpy(nulls, oldslot->tts_isnull, sizeof(nulls));
+		if (ws->advances)
+			values[IDEM_WM_SEQ - 1] = Int64GetDatum(ws->seq);
+		if (ws->new_epoch)
+		{
+			values[IDEM_WM_EPOCH - 1] = Int64GetDatum(ws->epoch);
+			nulls[IDEM_WM_EPOCH - 1] = false;
+		}
+		values[IDEM_WM_UPDATED_AT - 1] =
+			TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+		IdemWmUpdatePlain(ws, values, nulls);
+		bms_free(cols);
+		return;
+	}
 
 	estate = IdemRowWriteBegin(rel, cols, &rri);
 #if PG_VERSION_NUM >= 160000
@@ -329,6 +521,7 @@ IdemWmUpdate(IdemWmSeek *ws)
 #endif
 	EvalPlanQualEnd(&epqstate);
 	IdemRowWriteEnd(estate, rri);
+	ItemPointerSetInvalid(&ws->root); /* HOT or not, the executor does not say */
 }
 
 /* The serialization failure of an advance under a transaction snapshot */
@@ -363,9 +556,14 @@ IdemWmOpen(Relation *index)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("idem_advance() needs version 1.1 of the idempotency extension"),
 				 errhint("Run ALTER EXTENSION idempotency UPDATE.")));
-	IdemCheckTablePrivilege(relid, "watermarks", ACL_SELECT, "Advancing");
-	IdemCheckTablePrivilege(relid, "watermarks", ACL_INSERT, "Advancing");
-	IdemCheckTablePrivilege(relid, "watermarks", ACL_UPDATE, "Advancing");
+	if (pg_class_aclmask(relid, GetUserId(), ACL_SELECT | ACL_INSERT | ACL_UPDATE, ACLMASK_ALL) !=
+		(ACL_SELECT | ACL_INSERT | ACL_UPDATE))
+	{
+		/* say which is missing */
+		IdemCheckTablePrivilege(relid, "watermarks", ACL_SELECT, "Advancing");
+		IdemCheckTablePrivilege(relid, "watermarks", ACL_INSERT, "Advancing");
+		IdemCheckTablePrivilege(relid, "watermarks", ACL_UPDATE, "Advancing");
+	}
 	rel = table_open(relid, RowExclusiveLock);
 	if (rel->rd_rel->relrowsecurity)
 		ereport(ERROR,
@@ -429,6 +627,8 @@ idem_advance(PG_FUNCTION_ARGS)
 		default:
 			break;				/* kept: a redelivery */
 	}
+	/* where the pair's chain starts, for the next advance of this backend */
+	IdemWmCacheSet(&ws, &ws.root);
 
 	/*
 	 * The pair's tag only orders first advances between their probe and
