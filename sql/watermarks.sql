@@ -128,6 +128,16 @@ SELECT count(*) > 0 FROM idem_streams;
 SELECT idem_stream_drop('orders');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+-- a REVOKE takes effect at once in a session that advanced before it
+REVOKE UPDATE ON idempotency.watermarks FROM regress_idem_wm_app;
+SET ROLE regress_idem_wm_app;
+SELECT idem_advance('orders', 0, 1001);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT UPDATE ON idempotency.watermarks TO regress_idem_wm_app;
+SET ROLE regress_idem_wm_app;
+SELECT idem_advance('orders', 0, 1001);
+RESET ROLE;
 SET ROLE regress_idem_wm_reader;
 SELECT idem_watermark('orders', 0);
 SELECT idem_advance('orders', 0, 1002);

@@ -40,10 +40,19 @@ static bool idem_catalog_valid = false;
 static Oid	idem_acl_user = InvalidOid;
 static AclMode idem_acl_granted = 0;
 
+/* The same for idempotency.watermarks (1.1), whose OID it keeps */
+static Oid	idem_wm_acl_user = InvalidOid;
+static Oid	idem_wm_acl_relid = InvalidOid;
+static AclMode idem_wm_acl_granted = 0;
+
 /* Relcache invalidation: drop the OIDs when one of our relations changes */
 static void
 IdemCatalogInvalidate(Oid relid)
 {
+	/* GRANT and REVOKE on the watermarks: whatever the OIDs known here */
+	if (relid == InvalidOid || relid == idem_wm_acl_relid)
+		idem_wm_acl_granted = 0;
+
 	if (!idem_catalog_valid ||
 		relid == InvalidOid ||
 		relid == idem_catalog.claims ||
@@ -82,6 +91,7 @@ IdemCatalogSchemasChanged(void)
 {
 	idem_catalog_valid = false;
 	idem_acl_granted = 0;
+	idem_wm_acl_granted = 0;
 }
 
 /* Role or membership changes may change what a user may do */
@@ -89,6 +99,7 @@ static void
 IdemCatalogRolesChanged(void)
 {
 	idem_acl_granted = 0;
+	idem_wm_acl_granted = 0;
 }
 
 /* Register the invalidation handlers; called from _PG_init */
@@ -220,6 +231,34 @@ IdemCheckClaimsPrivilege(AclMode mode)
 		idem_acl_granted = 0;
 	}
 	idem_acl_granted |= mode;
+}
+
+/*
+ * Check that the current user holds SELECT, INSERT and UPDATE on
+ * idempotency.watermarks (relid), which advancing a mark needs, as
+ * INSERT ... ON CONFLICT DO UPDATE ... WHERE would.  Cached as for the
+ * claims: GRANT and REVOKE invalidate the table's relcache entry, and role
+ * changes the roles' syscache.
+ */
+void
+IdemCheckWatermarksPrivilege(Oid relid)
+{
+	const AclMode need = ACL_SELECT | ACL_INSERT | ACL_UPDATE;
+	Oid			userid = GetUserId();
+
+	if (userid == idem_wm_acl_user && relid == idem_wm_acl_relid &&
+		idem_wm_acl_granted == need)
+		return;
+	if (pg_class_aclmask(relid, userid, need, ACLMASK_ALL) != need)
+	{
+		/* say which is missing */
+		IdemCheckTablePrivilege(relid, "watermarks", ACL_SELECT, "Advancing");
+		IdemCheckTablePrivilege(relid, "watermarks", ACL_INSERT, "Advancing");
+		IdemCheckTablePrivilege(relid, "watermarks", ACL_UPDATE, "Advancing");
+	}
+	idem_wm_acl_user = userid;
+	idem_wm_acl_relid = relid;
+	idem_wm_acl_granted = need;
 }
 
 /*

@@ -34,6 +34,7 @@ extern Relation IdemOpenRelationArg(Oid relid, LOCKMODE lockmode);
 extern Relation IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode,
 								   const char *detail);
 extern void IdemCheckClaimsPrivilege(AclMode mode);
+extern void IdemCheckWatermarksPrivilege(Oid relid);
 extern void IdemCheckTablePrivilege(Oid relid, const char *table, AclMode mode,
 									const char *action);
 

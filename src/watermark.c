@@ -100,6 +100,8 @@ typedef struct IdemWmSeek
 	bool		predicate_locked;	/* SERIALIZABLE: the snapshot read done */
 	bool		inserted;		/* absent: we inserted the pair's row */
 	/* the decision on the row last found */
+	bool		plain;			/* the table is as installed: IdemWmPlain */
+	bool		direct;			/* update the version found without locking it */
 	bool		advances;		/* seq is above its mark */
 	bool		new_epoch;		/* epoch is above its recorded one */
 } IdemWmSeek;
@@ -112,7 +114,7 @@ typedef struct IdemWmSeek
  * holds a version the dirty snapshot sees with exactly this stream and
  * partition; anything else falls back to the index.
  */
-#define IDEM_WM_CACHE_SIZE	1024	/* a power of two */
+#define IDEM_WM_CACHE_SIZE	4096	/* a power of two: 96 kB a backend */
 
 typedef struct IdemWmCacheEntry
 {
@@ -349,7 +351,16 @@ IdemWmDecide(IdemRowSeek *seek)
 	else
 		ws->new_epoch = ws->has_epoch;
 	ws->advances = ws->seq > mark;
-	return ws->advances || ws->new_epoch ? IDEM_ROW_LOCK : IDEM_ROW_KEEP;
+	if (!ws->advances && !ws->new_epoch)
+		return IDEM_ROW_KEEP;
+	/*
+	 * A plain table is updated as UPDATE updates a row: heap_update of the
+	 * version decided on, which waits for a concurrent locker and reports a
+	 * concurrent update (then the caller seeks again).  Otherwise the row
+	 * is locked first, for the executor's update path.
+	 */
+	ws->direct = ws->plain;
+	return ws->direct ? IDEM_ROW_KEEP : IDEM_ROW_LOCK;
 }
 
 /*
@@ -422,20 +433,27 @@ IdemWmPlain(Relation rel)
  * entry, inserted as an UPDATE inserts it (a unique check that finds only
  * the version we replaced, and the indexUnchanged hint).
  */
-static void
+static TM_Result
 IdemWmUpdatePlain(IdemWmSeek *ws, Datum *values, bool *nulls)
 {
 	Relation	rel = ws->seek.heap;
 	HeapTuple	newtup = heap_form_tuple(RelationGetDescr(rel), values, nulls);
+	ItemPointerData otid = ws->seek.lockslot->tts_tid;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	TM_Result	result;
 
-	result = heap_update(rel, &ws->seek.lockslot->tts_tid, newtup,
-						 GetCurrentCommandId(true), InvalidSnapshot, true,
-						 &tmfd, &lockmode);
-	if (result != TM_Ok)		/* we hold the row's lock: cannot happen */
-		elog(ERROR, "unexpected heap_update result %d on a locked watermark", (int) result);
+	/* a command id of our own, as rowseek.c writes under */
+	CommandCounterIncrement();
+	result = heap_update(rel, &otid, newtup, GetCurrentCommandId(true), InvalidSnapshot,
+						 true, &tmfd, &lockmode);
+	if (result != TM_Ok)
+	{
+		heap_freetuple(newtup);
+		if (result == TM_Updated || result == TM_Deleted)
+			return result;		/* changed since the probe: seek again */
+		elog(ERROR, "unexpected heap_update result %d on a watermark", (int) result);
+	}
 	if (!HeapTupleIsHeapOnly(newtup))
 	{
 		Datum		ivalues[2];
@@ -449,10 +467,15 @@ IdemWmUpdatePlain(IdemWmSeek *ws, Datum *values, bool *nulls)
 							UNIQUE_CHECK_YES, true, BuildIndexInfo(ws->index));
 	}
 	heap_freetuple(newtup);
+	return TM_Ok;
 }
 
-/* Write the new mark and epoch into the row locked in the seek's slot */
-static void
+/*
+ * Write the new mark and epoch into the row in the seek's slot: locked, or
+ * (direct) the version decided on.  TM_Updated or TM_Deleted: a direct
+ * update found the row changed since; seek again.
+ */
+static TM_Result
 IdemWmUpdate(IdemWmSeek *ws)
 {
 	TupleTableSlot *oldslot = ws->seek.lockslot;
@@ -469,7 +492,7 @@ IdemWmUpdate(IdemWmSeek *ws)
 		cols = bms_add_member(cols, IDEM_WM_EPOCH - FirstLowInvalidHeapAttributeNumber);
 	cols = bms_add_member(cols, IDEM_WM_UPDATED_AT - FirstLowInvalidHeapAttributeNumber);
 
-	if (IdemWmPlain(rel))
+	if (ws->plain)
 	{
 		Datum		values[IDEM_WM_NATTS];
 		bool		nulls[IDEM_WM_NATTS];
@@ -486,9 +509,8 @@ IdemWmUpdate(IdemWmSeek *ws)
 		}
 		values[IDEM_WM_UPDATED_AT - 1] =
 			TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-		IdemWmUpdatePlain(ws, values, nulls);
 		bms_free(cols);
-		return;
+		return IdemWmUpdatePlain(ws, values, nulls);
 	}
 
 	estate = IdemRowWriteBegin(rel, cols, &rri);
@@ -522,6 +544,7 @@ IdemWmUpdate(IdemWmSeek *ws)
 	EvalPlanQualEnd(&epqstate);
 	IdemRowWriteEnd(estate, rri);
 	ItemPointerSetInvalid(&ws->root); /* HOT or not, the executor does not say */
+	return TM_Ok;
 }
 
 /* The serialization failure of an advance under a transaction snapshot */
@@ -556,14 +579,7 @@ IdemWmOpen(Relation *index)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("idem_advance() needs version 1.1 of the idempotency extension"),
 				 errhint("Run ALTER EXTENSION idempotency UPDATE.")));
-	if (pg_class_aclmask(relid, GetUserId(), ACL_SELECT | ACL_INSERT | ACL_UPDATE, ACLMASK_ALL) !=
-		(ACL_SELECT | ACL_INSERT | ACL_UPDATE))
-	{
-		/* say which is missing */
-		IdemCheckTablePrivilege(relid, "watermarks", ACL_SELECT, "Advancing");
-		IdemCheckTablePrivilege(relid, "watermarks", ACL_INSERT, "Advancing");
-		IdemCheckTablePrivilege(relid, "watermarks", ACL_UPDATE, "Advancing");
-	}
+	IdemCheckWatermarksPrivilege(relid);
 	rel = table_open(relid, RowExclusiveLock);
 	if (rel->rd_rel->relrowsecurity)
 		ereport(ERROR,
@@ -615,17 +631,28 @@ idem_advance(PG_FUNCTION_ARGS)
 	ws.seek.lockslot = table_slot_create(rel, NULL);
 	InitDirtySnapshot(ws.dirty);
 
-	switch (IdemRowSeekRun(&ws.seek))
+	ws.plain = IdemWmPlain(rel);
+
+	for (;;)
 	{
-		case IDEM_ROW_ABSENT:
+		IdemRowResult r;
+
+		ws.direct = false;
+		r = IdemRowSeekRun(&ws.seek);
+		if (r == IDEM_ROW_ABSENT)
 			result = ws.inserted;
-			break;
-		case IDEM_ROW_LOCKED:
-			IdemWmUpdate(&ws);
+		else if (r == IDEM_ROW_LOCKED || (r == IDEM_ROW_KEPT && ws.direct))
+		{
+			if (IdemWmUpdate(&ws) != TM_Ok)
+			{
+				/* updated or dropped since the probe, as UPDATE would see */
+				if (IsolationUsesXactSnapshot())
+					IdemWmSerializationFailure(&ws.seek);
+				continue;
+			}
 			result = ws.advances;
-			break;
-		default:
-			break;				/* kept: a redelivery */
+		}
+		break;					/* else kept: a redelivery */
 	}
 	/* where the pair's chain starts, for the next advance of this backend */
 	IdemWmCacheSet(&ws, &ws.root);
