@@ -303,7 +303,6 @@ IdemCasProbe(IdemRowSeek *seek)
 {
 	IdemCasSeek *cs = (IdemCasSeek *) seek;
 	TupleTableSlot *slot = seek->lockslot;
-	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
 
 	if (IsolationIsSerializable() && !cs->predicate_locked)
 	{
@@ -312,10 +311,7 @@ IdemCasProbe(IdemRowSeek *seek)
 	}
 	if (!IdemCasIndexScan(cs, &cs->dirty, slot))
 		return false;
-	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
-	IdemRowSeekNoteDirty(seek, &cs->dirty,
-						 ExecFetchSlotHeapTuple(slot, false, NULL), bslot->buffer);
-	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	IdemRowSeekNoteSlot(seek, &cs->dirty, slot);
 	return true;
 }
 

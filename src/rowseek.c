@@ -34,6 +34,7 @@
 #include "access/xact.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/snapmgr.h"
 
 #include "rowseek.h"
@@ -57,6 +58,20 @@ IdemRowSeekNoteDirty(IdemRowSeek *seek, Snapshot dirty, HeapTuple tuple,
 	seek->unseen = IsolationUsesXactSnapshot() &&
 		!seek->ours && !TransactionIdIsValid(seek->xwait) &&
 		!HeapTupleSatisfiesVisibility(tuple, GetTransactionSnapshot(), buffer);
+}
+
+/*
+ * IdemRowSeekNoteDirty for the version an index fetch under the dirty
+ * snapshot left in a buffer heap slot
+ */
+void
+IdemRowSeekNoteSlot(IdemRowSeek *seek, Snapshot dirty, TupleTableSlot *slot)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	IdemRowSeekNoteDirty(seek, dirty, ExecFetchSlotHeapTuple(slot, false, NULL), bslot->buffer);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
 }
 
 /* Wait for the transaction, or speculative insertion, the probe ran into */

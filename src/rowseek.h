@@ -66,5 +66,6 @@ struct IdemRowSeek
 extern IdemRowResult IdemRowSeekRun(IdemRowSeek *seek);
 extern void IdemRowSeekNoteDirty(IdemRowSeek *seek, Snapshot dirty,
 								 HeapTuple tuple, Buffer buffer);
+extern void IdemRowSeekNoteSlot(IdemRowSeek *seek, Snapshot dirty, TupleTableSlot *slot);
 
 #endif							/* IDEM_ROWSEEK_H */

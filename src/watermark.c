@@ -238,6 +238,8 @@ IdemWmProbeCached(IdemWmSeek *ws)
 		return false;
 	htid = e->root;
 	buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&htid));
+	/* prune the page as an index fetch would, so that updates stay HOT */
+	heap_page_prune_opt(rel, buffer);
 	LockBuffer(buffer, BUFFER_LOCK_SHARE);
 	if (heap_hot_search_buffer(&htid, rel, buffer, &ws->dirty, &tuple, &all_dead, true))
 	{
@@ -279,7 +281,6 @@ static bool
 IdemWmProbe(IdemRowSeek *seek)
 {
 	IdemWmSeek *ws = (IdemWmSeek *) seek;
-	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) seek->lockslot;
 
 	/* SERIALIZABLE: read the pair through the snapshot once, for SSI */
 	if (IsolationIsSerializable() && !ws->predicate_locked)
@@ -291,10 +292,7 @@ IdemWmProbe(IdemRowSeek *seek)
 		return true;
 	if (!IdemWmIndexScan(ws, &ws->dirty))
 		return false;
-	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
-	IdemRowSeekNoteDirty(seek, &ws->dirty,
-						 ExecFetchSlotHeapTuple(seek->lockslot, false, NULL), bslot->buffer);
-	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	IdemRowSeekNoteSlot(seek, &ws->dirty, seek->lockslot);
 	return true;
 }
 
