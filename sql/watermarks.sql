@@ -203,6 +203,45 @@ SELECT idem_advance('cache', 1, 5);
 SELECT idem_advance('cache', 1, 5);
 SELECT stream, partition, mark FROM idem_streams;
 
+-- a TRUNCATE in the transaction that last truncated the table shortens
+-- it in place: the remembered place of a pair is gone, not an error
+BEGIN;
+TRUNCATE idempotency.watermarks;
+SELECT idem_advance('trunc', 0, 1);
+SELECT idem_advance('trunc', 0, 2);
+TRUNCATE idempotency.watermarks;
+SELECT idem_advance('trunc', 0, 3);
+SELECT idem_advance('trunc', 0, 3);
+COMMIT;
+-- the same after a rolled-back savepoint
+BEGIN;
+SAVEPOINT s;
+SELECT idem_advance('trunc', 1, 1);
+ROLLBACK TO s;
+SELECT idem_advance('trunc', 1, 1);
+COMMIT;
+-- a line pointer reused by another pair's row: the remembered place
+-- holds someone else
+SELECT idem_advance('lp_a', 0, 1);
+SELECT idem_stream_drop('lp_a');
+VACUUM idempotency.watermarks;
+SELECT idem_advance('lp_b', 0, 7);
+SELECT idem_advance('lp_a', 0, 1);
+SELECT idem_advance('lp_a', 0, 1);
+SELECT stream, mark FROM idem_streams WHERE stream LIKE 'lp%' ORDER BY stream COLLATE "C";
+
+-- a table changed by hand is refused, not written with the wrong shape;
+-- a column added and dropped again is fine
+ALTER TABLE idempotency.watermarks ADD COLUMN note text;
+SELECT idem_advance('shape', 0, 1);
+\echo :LAST_ERROR_SQLSTATE
+ALTER TABLE idempotency.watermarks DROP COLUMN note;
+SELECT idem_advance('shape', 0, 1);
+SELECT idem_advance('shape', 0, 2);
+SELECT idem_advance('shape', 1, 1);
+SELECT stream, partition, mark FROM idem_streams WHERE stream = 'shape' ORDER BY partition;
+
+REVOKE ALL ON idempotency.watermarks FROM regress_idem_wm_app, regress_idem_wm_reader;
 DROP ROLE regress_idem_wm_app;
 DROP ROLE regress_idem_wm_reader;
 DROP ROLE regress_idem_wm_nobody;

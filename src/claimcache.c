@@ -87,11 +87,35 @@ IdemClaimCacheXactCallback(XactEvent event, void *arg pg_attribute_unused())
 		idem_cache_nlengths = 0;
 }
 
+/*
+ * A subtransaction rolled back released the locks it took, so VACUUM may
+ * shrink a table it had locked: forget the lengths
+ */
+static void
+IdemClaimCacheSubXactCallback(SubXactEvent event, SubTransactionId mySubid pg_attribute_unused(),
+							  SubTransactionId parentSubid pg_attribute_unused(),
+							  void *arg pg_attribute_unused())
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		idem_cache_nlengths = 0;
+}
+
+/*
+ * Forget the relation lengths now: a TRUNCATE in the transaction that
+ * created or last truncated a table shortens it in place, keeping its file
+ */
+void
+IdemClaimCacheForgetLengths(void)
+{
+	idem_cache_nlengths = 0;
+}
+
 /* Register callbacks; called from _PG_init */
 void
 IdemClaimCacheInit(void)
 {
 	RegisterXactCallback(IdemClaimCacheXactCallback, NULL);
+	RegisterSubXactCallback(IdemClaimCacheSubXactCallback, NULL);
 }
 
 /* Define the cache GUC; only meaningful at preload time */

@@ -32,5 +32,6 @@ extern void IdemClaimCachePrefetch(int32 nsid, const bytea *key);
 extern int	IdemClaimCacheLookup(uint64 hash, ItemPointerData *tids, uint8 *gens);
 extern void IdemClaimCacheRemember(uint64 hash, ItemPointer tid, uint8 gen);
 extern bool IdemClaimCacheBlockExists(Relation heap, BlockNumber block);
+extern void IdemClaimCacheForgetLengths(void);
 
 #endif							/* IDEM_CLAIMCACHE_H */

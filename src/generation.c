@@ -70,6 +70,7 @@
 #include "utils/syscache.h"
 
 #include "catalog.h"
+#include "claimcache.h"
 #include "generation.h"
 #include "genfilter.h"
 #include "idempotency.h"
@@ -214,6 +215,10 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			IdemGenRootAnnounceAll();
 		}
 	}
+
+	/* a TRUNCATE may shorten a table in place: see IdemClaimCacheForgetLengths */
+	if (IsA(parsetree, TruncateStmt))
+		IdemClaimCacheForgetLengths();
 
 	if (IsA(parsetree, DropStmt) &&
 		((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION)

@@ -13,11 +13,13 @@
  * would: a dirty-snapshot probe of the primary key, waiting for whoever is
  * changing the row; a decision on the stable row; and only if the mark (or
  * the epoch) moves, a row lock and an update of seq, epoch and updated_at.
- * The update is a heap_update of the locked version while the table is as
- * the install script made it (no trigger, CHECK constraint or index beyond
- * the primary key: checked at each call from the relcache); once a DBA
- * adds any, it goes through the executor's simple update path, so that
- * they all see an UPDATE of those columns.  A concurrent advance of the same pair therefore
+ * While the table is as the install script made it (no trigger, CHECK
+ * constraint or index beyond the primary key: checked at each call from
+ * the relcache), the update is a heap_update of the version decided on, as
+ * UPDATE does it: it waits for a concurrent locker, and a concurrent update
+ * sends us back to the probe.  Once a DBA adds any of those, the row is
+ * locked first and updated through the executor's simple update path, so
+ * that they all see an UPDATE of those columns.  A concurrent advance of the same pair therefore
  * waits for the first and answers against the mark it committed (in READ
  * COMMITTED; a serialization failure under a transaction snapshot).
  *
@@ -43,6 +45,7 @@
 #include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type_d.h"
 #include "commands/trigger.h"
 #include "common/hashfn.h"
 #include "executor/executor.h"
@@ -75,8 +78,10 @@ PG_FUNCTION_INFO_V1(idem_advance);
 #define IDEM_WM_EPOCH		4
 #define IDEM_WM_UPDATED_AT	5
 #define IDEM_WM_NATTS		5
+/* Columns the table may have, dropped ones included (see IdemWmCheckLayout) */
+#define IDEM_WM_MAX_ATTS	64
 
-/* Longest stream name, in bytes (the table's CHECK says the same) */
+/* Longest stream name, in bytes */
 #define IDEM_WM_MAX_STREAM	256
 
 /* field4 of the advisory tag a first advance of a pair takes */
@@ -248,9 +253,11 @@ IdemWmProbeCached(IdemWmSeek *ws)
 
 		if (!isnull && DatumGetInt32(d) == ws->partition)
 		{
-			text	   *stored = DatumGetTextPP(heap_getattr(&tuple, IDEM_WM_STREAM, desc, &isnull));
+			Datum		sd = heap_getattr(&tuple, IDEM_WM_STREAM, desc, &isnull);
+			text	   *stored = (text *) DatumGetPointer(sd);
 
-			match = !isnull &&
+			/* a compressed or external name (written by hand): ask the index */
+			match = !isnull && !VARATT_IS_EXTENDED(stored) &&
 				VARSIZE_ANY_EXHDR(stored) == VARSIZE_ANY_EXHDR(ws->stream) &&
 				memcmp(VARDATA_ANY(stored), VARDATA_ANY(ws->stream),
 					   VARSIZE_ANY_EXHDR(ws->stream)) == 0;
@@ -369,12 +376,16 @@ static bool
 IdemWmAbsent(IdemRowSeek *seek)
 {
 	IdemWmSeek *ws = (IdemWmSeek *) seek;
-	Datum		values[IDEM_WM_NATTS];
-	bool		nulls[IDEM_WM_NATTS] = {false};
+	int			natts = RelationGetDescr(seek->heap)->natts;
+	Datum	   *values = palloc0(sizeof(Datum) * natts);
+	bool	   *nulls = palloc(sizeof(bool) * natts);
 	TupleTableSlot *slot;
 	EState	   *estate;
 	ResultRelInfo *rri;
 
+	/* columns a DBA added and dropped again are null, as in any new row */
+	memset(nulls, true, sizeof(bool) * natts);
+	memset(nulls, false, sizeof(bool) * IDEM_WM_NATTS);
 	if (!ws->key_locked)
 	{
 		SET_LOCKTAG_ADVISORY(ws->key_tag, MyDatabaseId, (uint32) (ws->hash >> 32),
@@ -394,8 +405,8 @@ IdemWmAbsent(IdemRowSeek *seek)
 	estate = IdemRowWriteBegin(seek->heap, NULL, &rri);
 	slot = table_slot_create(seek->heap, &estate->es_tupleTable);
 	ExecClearTuple(slot);
-	memcpy(slot->tts_values, values, sizeof(values));
-	memcpy(slot->tts_isnull, nulls, sizeof(nulls));
+	memcpy(slot->tts_values, values, sizeof(Datum) * natts);
+	memcpy(slot->tts_isnull, nulls, sizeof(bool) * natts);
 	ExecStoreVirtualTuple(slot);
 	ExecSimpleRelationInsert(rri, estate, slot);
 	ws->root = slot->tts_tid;	/* a new chain */
@@ -416,7 +427,7 @@ IdemWmPlain(Relation rel)
 	List	   *indexes;
 	bool		plain;
 
-	if (rel->rd_rel->relhastriggers ||
+	if (rel->trigdesc != NULL ||
 		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)))
 		return false;
 	indexes = RelationGetIndexList(rel);
@@ -426,7 +437,7 @@ IdemWmPlain(Relation rel)
 }
 
 /*
- * The update of a plain table: heap_update of the locked version, HOT when
+ * The update of a plain table: heap_update of the version decided on, HOT when
  * the page has room (no indexed column changes), else a new primary-key
  * entry, inserted as an UPDATE inserts it (a unique check that finds only
  * the version we replaced, and the indexUnchanged hint).
@@ -441,10 +452,21 @@ IdemWmUpdatePlain(IdemWmSeek *ws, Datum *values, bool *nulls)
 	LockTupleMode lockmode;
 	TM_Result	result;
 
+	/* as an UPDATE: refused where a publication needs a replica identity */
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 	/* a command id of our own, as rowseek.c writes under */
 	CommandCounterIncrement();
+#if PG_VERSION_NUM >= 160000
+	{
+		TU_UpdateIndexes update_indexes;
+
+		result = heap_update(rel, &otid, newtup, GetCurrentCommandId(true), InvalidSnapshot,
+							 true, &tmfd, &lockmode, &update_indexes);
+	}
+#else
 	result = heap_update(rel, &otid, newtup, GetCurrentCommandId(true), InvalidSnapshot,
 						 true, &tmfd, &lockmode);
+#endif
 	if (result != TM_Ok)
 	{
 		heap_freetuple(newtup);
@@ -461,8 +483,13 @@ IdemWmUpdatePlain(IdemWmSeek *ws, Datum *values, bool *nulls)
 
 		ivalues[0] = values[IDEM_WM_STREAM - 1];
 		ivalues[1] = values[IDEM_WM_PARTITION - 1];
+#if PG_VERSION_NUM >= 140000
 		(void) index_insert(ws->index, ivalues, inulls, &newtup->t_self, rel,
 							UNIQUE_CHECK_YES, true, BuildIndexInfo(ws->index));
+#else
+		(void) index_insert(ws->index, ivalues, inulls, &newtup->t_self, rel,
+							UNIQUE_CHECK_YES, BuildIndexInfo(ws->index));
+#endif
 	}
 	heap_freetuple(newtup);
 	return TM_Ok;
@@ -492,12 +519,13 @@ IdemWmUpdate(IdemWmSeek *ws)
 
 	if (ws->plain)
 	{
-		Datum		values[IDEM_WM_NATTS];
-		bool		nulls[IDEM_WM_NATTS];
+		int			natts = RelationGetDescr(rel)->natts;
+		Datum		values[IDEM_WM_MAX_ATTS];
+		bool		nulls[IDEM_WM_MAX_ATTS];
 
 		slot_getallattrs(oldslot);
-		memcpy(values, oldslot->tts_values, sizeof(values));
-		memcpy(nulls, oldslot->tts_isnull, sizeof(nulls));
+		memcpy(values, oldslot->tts_values, sizeof(Datum) * natts);
+		memcpy(nulls, oldslot->tts_isnull, sizeof(bool) * natts);
 		if (ws->advances)
 			values[IDEM_WM_SEQ - 1] = Int64GetDatum(ws->seq);
 		if (ws->new_epoch)
@@ -520,8 +548,8 @@ IdemWmUpdate(IdemWmSeek *ws)
 	newslot = table_slot_create(rel, &estate->es_tupleTable);
 	slot_getallattrs(oldslot);
 	ExecClearTuple(newslot);
-	memcpy(newslot->tts_values, oldslot->tts_values, IDEM_WM_NATTS * sizeof(Datum));
-	memcpy(newslot->tts_isnull, oldslot->tts_isnull, IDEM_WM_NATTS * sizeof(bool));
+	memcpy(newslot->tts_values, oldslot->tts_values, RelationGetDescr(rel)->natts * sizeof(Datum));
+	memcpy(newslot->tts_isnull, oldslot->tts_isnull, RelationGetDescr(rel)->natts * sizeof(bool));
 	if (ws->advances)
 		newslot->tts_values[IDEM_WM_SEQ - 1] = Int64GetDatum(ws->seq);
 	if (ws->new_epoch)
@@ -539,6 +567,9 @@ IdemWmUpdate(IdemWmSeek *ws)
 #else
 	ExecSimpleRelationUpdate(estate, &epqstate, oldslot, newslot);
 #endif
+	/* a BEFORE trigger that returned NULL skipped it: nothing moved */
+	if (!ItemPointerIsValid(&newslot->tts_tid))
+		ws->advances = false;
 	EvalPlanQualEnd(&epqstate);
 	IdemRowWriteEnd(estate, rri);
 	ItemPointerSetInvalid(&ws->root); /* HOT or not, the executor does not say */
@@ -553,6 +584,34 @@ IdemWmSerializationFailure(IdemRowSeek *seek pg_attribute_unused())
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 			 errmsg("could not serialize access due to concurrent advance")));
+}
+
+/*
+ * The table must still be the install script's: a heap whose first five
+ * columns are ours, of their types, and whose others (up to
+ * IDEM_WM_MAX_ATTS) were dropped.  Anything else (an added column, a
+ * changed type, another access method) is refused, since an advance writes
+ * whole rows of that shape.
+ */
+static void
+IdemWmCheckLayout(Relation rel)
+{
+	static const Oid types[IDEM_WM_NATTS] = {TEXTOID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID};
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		ok = desc->natts >= IDEM_WM_NATTS && desc->natts <= IDEM_WM_MAX_ATTS &&
+		rel->rd_tableam == GetHeapamTableAmRoutine();
+	int			i;
+
+	for (i = 0; ok && i < desc->natts; i++)
+		ok = i < IDEM_WM_NATTS ?
+			!TupleDescAttr(desc, i)->attisdropped && TupleDescAttr(desc, i)->atttypid == types[i] :
+			TupleDescAttr(desc, i)->attisdropped;
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idempotency.watermarks is not as the extension made it"),
+				 errdetail("idem_advance() writes rows of (stream text, partition integer, seq bigint, epoch bigint, updated_at timestamptz) into a heap table."),
+				 errhint("Undo the change, or re-create the extension.")));
 }
 
 /*
@@ -577,8 +636,10 @@ IdemWmOpen(Relation *index)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("idem_advance() needs version 1.1 of the idempotency extension"),
 				 errhint("Run ALTER EXTENSION idempotency UPDATE.")));
-	IdemCheckWatermarksPrivilege(relid);
 	rel = table_open(relid, RowExclusiveLock);
+	/* after the lock, whose invalidations carry any REVOKE committed since */
+	IdemCheckWatermarksPrivilege(relid);
+	IdemWmCheckLayout(rel);
 	if (rel->rd_rel->relrowsecurity)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -9,7 +9,8 @@ within each partition, as a consumer reads a Kafka topic partition by
 offset.  On start-up the consumer seeks each partition to
 idem_watermark('events', p) + 1.  Then, batch by batch, in one
 transaction: it applies the batch's events (wm_applied, wm_totals) and
-calls idem_advance('events', p, last seq, EPOCH), and commits.  A consumer
+calls idem_advance('events', p, last seq, EPOCH), and commits.  On
+start-up it records its epoch on the partitions it takes over.  A consumer
 of an older epoch (a zombie that lost its partitions) is fenced: its
 idem_advance raises ID005, its transaction rolls back, and it stops.
 """
@@ -23,12 +24,22 @@ PARTITIONS = 8
 epoch = int(sys.argv[1])
 conn = psycopg.connect("", application_name=f"wm-consumer-{epoch}")
 
-# seek every partition to its committed mark + 1
+# seek every partition to its committed mark + 1, and take over the
+# partitions that have one with this epoch: an advance to the mark itself
+# moves nothing but records the epoch, which fences the older consumers
 pos = {}
-for p in range(PARTITIONS):
-    mark = conn.execute("SELECT idem_watermark('events', %s)", (p,)).fetchone()[0]
-    pos[p] = -1 if mark is None else mark
-conn.commit()
+try:
+    with conn.transaction():
+        for p in range(PARTITIONS):
+            mark = conn.execute("SELECT idem_watermark('events', %s)", (p,)).fetchone()[0]
+            pos[p] = -1 if mark is None else mark
+            if mark is not None:
+                conn.execute("SELECT idem_advance('events', %s, %s, %s)", (p, mark, epoch))
+except psycopg.DatabaseError as e:
+    if e.sqlstate == "ID005":
+        print(f"epoch {epoch}: fenced on start-up, stopping", file=sys.stderr)
+        sys.exit(3)
+    raise
 
 while True:
     progressed = False
