@@ -257,7 +257,7 @@ IdemWmProbeCached(IdemWmSeek *ws)
 			text	   *stored = (text *) DatumGetPointer(sd);
 
 			/* a compressed or external name (written by hand): ask the index */
-			match = !isnull && !VARATT_IS_EXTENDED(stored) &&
+			match = !isnull && !VARATT_IS_EXTERNAL(stored) && !VARATT_IS_COMPRESSED(stored) &&
 				VARSIZE_ANY_EXHDR(stored) == VARSIZE_ANY_EXHDR(ws->stream) &&
 				memcmp(VARDATA_ANY(stored), VARDATA_ANY(ws->stream),
 					   VARSIZE_ANY_EXHDR(ws->stream)) == 0;
