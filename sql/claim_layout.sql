@@ -105,3 +105,14 @@ SELECT idempotency.idem_key_text('\x610062'::bytea);
 \echo :LAST_ERROR_SQLSTATE
 SELECT idempotency.idem_key_text('\xff'::bytea);
 SELECT idempotency.idem_key_text(''::bytea);
+
+-- a TRUNCATE in the transaction that last truncated the table shortens it
+-- in place, under the claim cache's remembered TIDs: a miss, not an error
+BEGIN;
+TRUNCATE idempotency.claims;
+SELECT idem_claim('trunc-1', 'layout_trunc');
+SELECT idem_claim('trunc-1', 'layout_trunc');
+TRUNCATE idempotency.claims;
+SELECT idem_claim('trunc-1', 'layout_trunc');
+SELECT idem_claim('trunc-1', 'layout_trunc');
+ROLLBACK;
