@@ -378,13 +378,10 @@ static bool
 IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
 			  Datum status, bool bump, int64 version)
 {
-	EState	   *estate;
-	ResultRelInfo *rri;
-	EPQState	epqstate;
-	TupleTableSlot *newslot;
 	int			natts = RelationGetDescr(rel)->natts;
+	Datum	   *values = palloc(natts * sizeof(Datum));
+	bool	   *nulls = palloc(natts * sizeof(bool));
 	Bitmapset  *updated_cols;
-	bool		updated;
 
 	/* the columns an UPDATE would name: per-column triggers, index hints */
 	updated_cols = bms_make_singleton(b->status_attno - FirstLowInvalidHeapAttributeNumber);
@@ -392,40 +389,17 @@ IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
 		updated_cols = bms_add_member(updated_cols,
 									  b->version_attno - FirstLowInvalidHeapAttributeNumber);
 
-	estate = IdemRowWriteBegin(rel, updated_cols, &rri);
-#if PG_VERSION_NUM >= 160000
-	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1, NIL);
-#else
-	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1);
-#endif
-
-	newslot = table_slot_create(rel, &estate->es_tupleTable);
 	slot_getallattrs(oldslot);
-	ExecClearTuple(newslot);
-	memcpy(newslot->tts_values, oldslot->tts_values, natts * sizeof(Datum));
-	memcpy(newslot->tts_isnull, oldslot->tts_isnull, natts * sizeof(bool));
-	newslot->tts_values[b->status_attno - 1] = status;
-	newslot->tts_isnull[b->status_attno - 1] = false;
+	memcpy(values, oldslot->tts_values, natts * sizeof(Datum));
+	memcpy(nulls, oldslot->tts_isnull, natts * sizeof(bool));
+	values[b->status_attno - 1] = status;
+	nulls[b->status_attno - 1] = false;
 	if (bump)
 	{
-		newslot->tts_values[b->version_attno - 1] = IdemCasVersionDatum(b, version + 1);
-		newslot->tts_isnull[b->version_attno - 1] = false;
+		values[b->version_attno - 1] = IdemCasVersionDatum(b, version + 1);
+		nulls[b->version_attno - 1] = false;
 	}
-	ExecStoreVirtualTuple(newslot);
-	ItemPointerSetInvalid(&newslot->tts_tid);
-	EvalPlanQualSetSlot(&epqstate, newslot);
-
-#if PG_VERSION_NUM >= 140000
-	ExecSimpleRelationUpdate(rri, estate, &epqstate, oldslot, newslot);
-#else
-	ExecSimpleRelationUpdate(estate, &epqstate, oldslot, newslot);
-#endif
-	/* the update sets the slot's TID; a BEFORE trigger may have skipped it */
-	updated = ItemPointerIsValid(&newslot->tts_tid);
-
-	EvalPlanQualEnd(&epqstate);
-	IdemRowWriteEnd(estate, rri);
-	return updated;
+	return IdemRowWriteUpdate(rel, updated_cols, oldslot, values, nulls);
 }
 
 /*

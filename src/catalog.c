@@ -36,22 +36,57 @@ PG_FUNCTION_INFO_V1(idem_table_changed);
 static IdemCatalog idem_catalog;
 static bool idem_catalog_valid = false;
 
-/* Privileges on idempotency.claims already checked for one user */
-static Oid	idem_acl_user = InvalidOid;
-static AclMode idem_acl_granted = 0;
+/*
+ * Privileges on one internal table already checked for one user: for the
+ * hot paths, whose checks would otherwise read the table's ACL each call.
+ * Forgotten when the user changes, on a relcache invalidation of the table
+ * (GRANT and REVOKE send one) and on role changes.
+ */
+typedef struct IdemAclMemo
+{
+	Oid			user;
+	Oid			relid;
+	AclMode		granted;
+} IdemAclMemo;
 
-/* The same for idempotency.watermarks (1.1), whose OID it keeps */
-static Oid	idem_wm_acl_user = InvalidOid;
-static Oid	idem_wm_acl_relid = InvalidOid;
-static AclMode idem_wm_acl_granted = 0;
+static IdemAclMemo idem_acl_claims;
+static IdemAclMemo idem_acl_watermarks;
+
+/* Has user been found to hold mode on relid? */
+static inline bool
+IdemAclMemoHas(const IdemAclMemo *m, Oid user, Oid relid, AclMode mode)
+{
+	return m->user == user && m->relid == relid && (m->granted & mode) == mode;
+}
+
+/* Remember that user holds mode on relid */
+static void
+IdemAclMemoAdd(IdemAclMemo *m, Oid user, Oid relid, AclMode mode)
+{
+	if (m->user != user || m->relid != relid)
+	{
+		m->user = user;
+		m->relid = relid;
+		m->granted = 0;
+	}
+	m->granted |= mode;
+}
+
+/* Forget what was checked on relid (InvalidOid: on any table) */
+static inline void
+IdemAclMemoForget(IdemAclMemo *m, Oid relid)
+{
+	if (relid == InvalidOid || relid == m->relid)
+		m->granted = 0;
+}
 
 /* Relcache invalidation: drop the OIDs when one of our relations changes */
 static void
 IdemCatalogInvalidate(Oid relid)
 {
-	/* GRANT and REVOKE on the watermarks: whatever the OIDs known here */
-	if (relid == InvalidOid || relid == idem_wm_acl_relid)
-		idem_wm_acl_granted = 0;
+	/* GRANT and REVOKE: whatever the OIDs known here */
+	IdemAclMemoForget(&idem_acl_claims, relid);
+	IdemAclMemoForget(&idem_acl_watermarks, relid);
 
 	if (!idem_catalog_valid ||
 		relid == InvalidOid ||
@@ -63,10 +98,7 @@ IdemCatalogInvalidate(Oid relid)
 		relid == idem_catalog.requests ||
 		relid == idem_catalog.tokens ||
 		relid == idem_catalog.watermarks)
-	{
 		idem_catalog_valid = false;
-		idem_acl_granted = 0;
-	}
 }
 
 /*
@@ -90,16 +122,16 @@ static void
 IdemCatalogSchemasChanged(void)
 {
 	idem_catalog_valid = false;
-	idem_acl_granted = 0;
-	idem_wm_acl_granted = 0;
+	IdemAclMemoForget(&idem_acl_claims, InvalidOid);
+	IdemAclMemoForget(&idem_acl_watermarks, InvalidOid);
 }
 
 /* Role or membership changes may change what a user may do */
 static void
 IdemCatalogRolesChanged(void)
 {
-	idem_acl_granted = 0;
-	idem_wm_acl_granted = 0;
+	IdemAclMemoForget(&idem_acl_claims, InvalidOid);
+	IdemAclMemoForget(&idem_acl_watermarks, InvalidOid);
 }
 
 /* Register the invalidation handlers; called from _PG_init */
@@ -218,19 +250,14 @@ void
 IdemCheckClaimsPrivilege(AclMode mode)
 {
 	Oid			userid = GetUserId();
+	Oid			relid = IdemGetCatalog().claims;
 
-	if (userid == idem_acl_user && (idem_acl_granted & mode) == mode)
+	if (IdemAclMemoHas(&idem_acl_claims, userid, relid, mode))
 		return;
-
-	IdemCheckTablePrivilege(IdemGetCatalog().claims, "claims", mode,
+	IdemCheckTablePrivilege(relid, "claims", mode,
 							mode == ACL_INSERT ? "Claiming" :
 							mode == ACL_DELETE ? "Releasing" : "Checking");
-	if (userid != idem_acl_user)
-	{
-		idem_acl_user = userid;
-		idem_acl_granted = 0;
-	}
-	idem_acl_granted |= mode;
+	IdemAclMemoAdd(&idem_acl_claims, userid, relid, mode);
 }
 
 /*
@@ -246,8 +273,7 @@ IdemCheckWatermarksPrivilege(Oid relid)
 	const AclMode need = ACL_SELECT | ACL_INSERT | ACL_UPDATE;
 	Oid			userid = GetUserId();
 
-	if (userid == idem_wm_acl_user && relid == idem_wm_acl_relid &&
-		idem_wm_acl_granted == need)
+	if (IdemAclMemoHas(&idem_acl_watermarks, userid, relid, need))
 		return;
 	if (pg_class_aclmask(relid, userid, need, ACLMASK_ALL) != need)
 	{
@@ -256,9 +282,22 @@ IdemCheckWatermarksPrivilege(Oid relid)
 		IdemCheckTablePrivilege(relid, "watermarks", ACL_INSERT, "Advancing");
 		IdemCheckTablePrivilege(relid, "watermarks", ACL_UPDATE, "Advancing");
 	}
-	idem_wm_acl_user = userid;
-	idem_wm_acl_relid = relid;
-	idem_wm_acl_granted = need;
+	IdemAclMemoAdd(&idem_acl_watermarks, userid, relid, need);
+}
+
+/*
+ * The OID of idempotency.watermarks, InvalidOid in a database still at
+ * 1.0.  Looked up again while unknown: an ALTER EXTENSION UPDATE creates
+ * the table without invalidating the OIDs this backend knows.
+ */
+Oid
+IdemWatermarksRelation(void)
+{
+	IdemCatalog cat = IdemGetCatalog();
+
+	if (OidIsValid(cat.watermarks))
+		return cat.watermarks;
+	return get_relname_relid("watermarks", cat.schema);
 }
 
 /*

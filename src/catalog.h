@@ -35,6 +35,7 @@ extern Relation IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode,
 								   const char *detail);
 extern void IdemCheckClaimsPrivilege(AclMode mode);
 extern void IdemCheckWatermarksPrivilege(Oid relid);
+extern Oid	IdemWatermarksRelation(void);
 extern void IdemCheckTablePrivilege(Oid relid, const char *table, AclMode mode,
 									const char *action);
 

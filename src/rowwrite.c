@@ -26,7 +26,7 @@
  * name, for per-column triggers and the index AMs' indexUnchanged hints.
  * Returns the state; *rri_out is the result relation, its indexes open.
  */
-EState *
+static EState *
 IdemRowWriteBegin(Relation rel, Bitmapset *updated_cols, ResultRelInfo **rri_out)
 {
 	EState	   *estate = CreateExecutorState();
@@ -66,11 +66,72 @@ IdemRowWriteBegin(Relation rel, Bitmapset *updated_cols, ResultRelInfo **rri_out
 }
 
 /* Fire the queued AFTER triggers and free what IdemRowWriteBegin made */
-void
+static void
 IdemRowWriteEnd(EState *estate, ResultRelInfo *rri)
 {
 	ExecCloseIndices(rri);
 	AfterTriggerEndQuery(estate);
 	ExecResetTupleTable(estate->es_tupleTable, false);
 	FreeExecutorState(estate);
+}
+
+/* A slot of rel holding values and nulls (natts of them), for a write */
+static TupleTableSlot *
+IdemRowWriteSlot(Relation rel, EState *estate, const Datum *values, const bool *nulls)
+{
+	TupleTableSlot *slot = table_slot_create(rel, &estate->es_tupleTable);
+	int			natts = RelationGetDescr(rel)->natts;
+
+	ExecClearTuple(slot);
+	memcpy(slot->tts_values, values, natts * sizeof(Datum));
+	memcpy(slot->tts_isnull, nulls, natts * sizeof(bool));
+	ExecStoreVirtualTuple(slot);
+	return slot;
+}
+
+/* INSERT the row values/nulls into rel; *tid gets where it went */
+void
+IdemRowWriteInsert(Relation rel, const Datum *values, const bool *nulls, ItemPointer tid)
+{
+	ResultRelInfo *rri;
+	EState	   *estate = IdemRowWriteBegin(rel, NULL, &rri);
+	TupleTableSlot *slot = IdemRowWriteSlot(rel, estate, values, nulls);
+
+	ExecSimpleRelationInsert(rri, estate, slot);
+	*tid = slot->tts_tid;
+	IdemRowWriteEnd(estate, rri);
+}
+
+/*
+ * UPDATE the row locked in oldslot to values/nulls, as a statement naming
+ * updated_cols.  Returns false if a BEFORE trigger skipped the update.
+ */
+bool
+IdemRowWriteUpdate(Relation rel, Bitmapset *updated_cols, TupleTableSlot *oldslot,
+				   const Datum *values, const bool *nulls)
+{
+	ResultRelInfo *rri;
+	EState	   *estate = IdemRowWriteBegin(rel, updated_cols, &rri);
+	EPQState	epqstate;
+	TupleTableSlot *newslot;
+	bool		updated;
+
+#if PG_VERSION_NUM >= 160000
+	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1, NIL);
+#else
+	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1);
+#endif
+	newslot = IdemRowWriteSlot(rel, estate, values, nulls);
+	ItemPointerSetInvalid(&newslot->tts_tid);
+	EvalPlanQualSetSlot(&epqstate, newslot);
+#if PG_VERSION_NUM >= 140000
+	ExecSimpleRelationUpdate(rri, estate, &epqstate, oldslot, newslot);
+#else
+	ExecSimpleRelationUpdate(estate, &epqstate, oldslot, newslot);
+#endif
+	/* the update sets the slot's TID; a BEFORE trigger may have skipped it */
+	updated = ItemPointerIsValid(&newslot->tts_tid);
+	EvalPlanQualEnd(&epqstate);
+	IdemRowWriteEnd(estate, rri);
+	return updated;
 }

@@ -8,11 +8,15 @@
 #include "postgres.h"
 
 #include "nodes/bitmapset.h"
+#include "executor/tuptable.h"
 #include "nodes/execnodes.h"
+#include "storage/itemptr.h"
 #include "utils/relcache.h"
 
-extern EState *IdemRowWriteBegin(Relation rel, Bitmapset *updated_cols,
-								 ResultRelInfo **rri_out);
-extern void IdemRowWriteEnd(EState *estate, ResultRelInfo *rri);
+extern void IdemRowWriteInsert(Relation rel, const Datum *values, const bool *nulls,
+							   ItemPointer tid);
+extern bool IdemRowWriteUpdate(Relation rel, Bitmapset *updated_cols,
+							   TupleTableSlot *oldslot, const Datum *values,
+							   const bool *nulls);
 
 #endif							/* IDEM_ROWWRITE_H */

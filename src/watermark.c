@@ -377,15 +377,9 @@ IdemWmAbsent(IdemRowSeek *seek)
 {
 	IdemWmSeek *ws = (IdemWmSeek *) seek;
 	int			natts = RelationGetDescr(seek->heap)->natts;
-	Datum	   *values = palloc0(sizeof(Datum) * natts);
-	bool	   *nulls = palloc(sizeof(bool) * natts);
-	TupleTableSlot *slot;
-	EState	   *estate;
-	ResultRelInfo *rri;
+	Datum		values[IDEM_WM_MAX_ATTS];
+	bool		nulls[IDEM_WM_MAX_ATTS];
 
-	/* columns a DBA added and dropped again are null, as in any new row */
-	memset(nulls, true, sizeof(bool) * natts);
-	memset(nulls, false, sizeof(bool) * IDEM_WM_NATTS);
 	if (!ws->key_locked)
 	{
 		SET_LOCKTAG_ADVISORY(ws->key_tag, MyDatabaseId, (uint32) (ws->hash >> 32),
@@ -395,6 +389,10 @@ IdemWmAbsent(IdemRowSeek *seek)
 		return false;			/* look again, under the lock */
 	}
 
+	/* columns a DBA added and dropped again are null, as in any new row */
+	memset(values, 0, sizeof(Datum) * natts);
+	memset(nulls, true, sizeof(bool) * natts);
+	memset(nulls, false, sizeof(bool) * IDEM_WM_NATTS);
 	values[IDEM_WM_STREAM - 1] = PointerGetDatum(ws->stream);
 	values[IDEM_WM_PARTITION - 1] = Int32GetDatum(ws->partition);
 	values[IDEM_WM_SEQ - 1] = Int64GetDatum(ws->seq);
@@ -402,15 +400,7 @@ IdemWmAbsent(IdemRowSeek *seek)
 	nulls[IDEM_WM_EPOCH - 1] = !ws->has_epoch;
 	values[IDEM_WM_UPDATED_AT - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 
-	estate = IdemRowWriteBegin(seek->heap, NULL, &rri);
-	slot = table_slot_create(seek->heap, &estate->es_tupleTable);
-	ExecClearTuple(slot);
-	memcpy(slot->tts_values, values, sizeof(Datum) * natts);
-	memcpy(slot->tts_isnull, nulls, sizeof(bool) * natts);
-	ExecStoreVirtualTuple(slot);
-	ExecSimpleRelationInsert(rri, estate, slot);
-	ws->root = slot->tts_tid;	/* a new chain */
-	IdemRowWriteEnd(estate, rri);
+	IdemRowWriteInsert(seek->heap, values, nulls, &ws->root);	/* a new chain */
 	ws->inserted = true;
 	return true;
 }
@@ -505,73 +495,36 @@ IdemWmUpdate(IdemWmSeek *ws)
 {
 	TupleTableSlot *oldslot = ws->seek.lockslot;
 	Relation	rel = ws->seek.heap;
+	int			natts = RelationGetDescr(rel)->natts;
+	Datum		values[IDEM_WM_MAX_ATTS];
+	bool		nulls[IDEM_WM_MAX_ATTS];
 	Bitmapset  *cols = NULL;
-	EState	   *estate;
-	ResultRelInfo *rri;
-	EPQState	epqstate;
-	TupleTableSlot *newslot;
 
+	slot_getallattrs(oldslot);
+	memcpy(values, oldslot->tts_values, sizeof(Datum) * natts);
+	memcpy(nulls, oldslot->tts_isnull, sizeof(bool) * natts);
+	if (ws->advances)
+		values[IDEM_WM_SEQ - 1] = Int64GetDatum(ws->seq);
+	if (ws->new_epoch)
+	{
+		values[IDEM_WM_EPOCH - 1] = Int64GetDatum(ws->epoch);
+		nulls[IDEM_WM_EPOCH - 1] = false;
+	}
+	values[IDEM_WM_UPDATED_AT - 1] =
+		TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+
+	if (ws->plain)
+		return IdemWmUpdatePlain(ws, values, nulls);
+
+	/* the columns the UPDATE names, for per-column triggers and index hints */
 	if (ws->advances)
 		cols = bms_add_member(cols, IDEM_WM_SEQ - FirstLowInvalidHeapAttributeNumber);
 	if (ws->new_epoch)
 		cols = bms_add_member(cols, IDEM_WM_EPOCH - FirstLowInvalidHeapAttributeNumber);
 	cols = bms_add_member(cols, IDEM_WM_UPDATED_AT - FirstLowInvalidHeapAttributeNumber);
-
-	if (ws->plain)
-	{
-		int			natts = RelationGetDescr(rel)->natts;
-		Datum		values[IDEM_WM_MAX_ATTS];
-		bool		nulls[IDEM_WM_MAX_ATTS];
-
-		slot_getallattrs(oldslot);
-		memcpy(values, oldslot->tts_values, sizeof(Datum) * natts);
-		memcpy(nulls, oldslot->tts_isnull, sizeof(bool) * natts);
-		if (ws->advances)
-			values[IDEM_WM_SEQ - 1] = Int64GetDatum(ws->seq);
-		if (ws->new_epoch)
-		{
-			values[IDEM_WM_EPOCH - 1] = Int64GetDatum(ws->epoch);
-			nulls[IDEM_WM_EPOCH - 1] = false;
-		}
-		values[IDEM_WM_UPDATED_AT - 1] =
-			TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-		bms_free(cols);
-		return IdemWmUpdatePlain(ws, values, nulls);
-	}
-
-	estate = IdemRowWriteBegin(rel, cols, &rri);
-#if PG_VERSION_NUM >= 160000
-	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1, NIL);
-#else
-	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1);
-#endif
-	newslot = table_slot_create(rel, &estate->es_tupleTable);
-	slot_getallattrs(oldslot);
-	ExecClearTuple(newslot);
-	memcpy(newslot->tts_values, oldslot->tts_values, RelationGetDescr(rel)->natts * sizeof(Datum));
-	memcpy(newslot->tts_isnull, oldslot->tts_isnull, RelationGetDescr(rel)->natts * sizeof(bool));
-	if (ws->advances)
-		newslot->tts_values[IDEM_WM_SEQ - 1] = Int64GetDatum(ws->seq);
-	if (ws->new_epoch)
-	{
-		newslot->tts_values[IDEM_WM_EPOCH - 1] = Int64GetDatum(ws->epoch);
-		newslot->tts_isnull[IDEM_WM_EPOCH - 1] = false;
-	}
-	newslot->tts_values[IDEM_WM_UPDATED_AT - 1] =
-		TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	ExecStoreVirtualTuple(newslot);
-	ItemPointerSetInvalid(&newslot->tts_tid);
-	EvalPlanQualSetSlot(&epqstate, newslot);
-#if PG_VERSION_NUM >= 140000
-	ExecSimpleRelationUpdate(rri, estate, &epqstate, oldslot, newslot);
-#else
-	ExecSimpleRelationUpdate(estate, &epqstate, oldslot, newslot);
-#endif
 	/* a BEFORE trigger that returned NULL skipped it: nothing moved */
-	if (!ItemPointerIsValid(&newslot->tts_tid))
+	if (!IdemRowWriteUpdate(rel, cols, oldslot, values, nulls))
 		ws->advances = false;
-	EvalPlanQualEnd(&epqstate);
-	IdemRowWriteEnd(estate, rri);
 	ItemPointerSetInvalid(&ws->root); /* HOT or not, the executor does not say */
 	return TM_Ok;
 }
@@ -623,14 +576,10 @@ IdemWmCheckLayout(Relation rel)
 static Relation
 IdemWmOpen(Relation *index)
 {
-	IdemCatalog cat = IdemGetCatalog();
-	Oid			relid = cat.watermarks;
+	Oid			relid = IdemWatermarksRelation();
 	Relation	rel;
 	Oid			pk;
 
-	/* the OIDs may predate an ALTER EXTENSION UPDATE in this session */
-	if (!OidIsValid(relid))
-		relid = get_relname_relid("watermarks", cat.schema);
 	if (!OidIsValid(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
