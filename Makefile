@@ -22,6 +22,7 @@ OBJS = \
 	src/keylock.o \
 	src/machine.o \
 	src/namespace.o \
+	src/nsgrant.o \
 	src/ownerspi.o \
 	src/policy.o \
 	src/purge.o \

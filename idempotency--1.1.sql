@@ -722,3 +722,81 @@ BEGIN
     END IF;
 END
 $$;
+
+--
+-- Per-namespace privileges (1.1)
+--
+-- A namespace with any grant here is restricted: only its grantees (and
+-- the roles that have their privileges) and superusers may claim, check
+-- or release in it.  Keyed by name, so that a namespace can be restricted
+-- before its first claim.  grantee is a regrole, so that pg_dump writes
+-- role names and a restore into another cluster maps them.
+CREATE TABLE idempotency.namespace_grants (
+    namespace   text COLLATE "C" NOT NULL,
+    grantee     regrole NOT NULL,
+    privilege   text COLLATE "C" NOT NULL
+                CONSTRAINT namespace_grants_privilege_check
+                CHECK (privilege IN ('claim', 'check', 'release')),
+    granted_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT namespace_grants_pkey PRIMARY KEY (namespace, grantee, privilege)
+);
+COMMENT ON TABLE idempotency.namespace_grants IS
+    'per-namespace privileges; change them with idem_namespace_grant and idem_namespace_revoke';
+SELECT pg_catalog.pg_extension_config_dump('idempotency.namespace_grants', '');
+-- every backend caches the grants: see idem_table_changed
+CREATE TRIGGER namespace_grants_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.namespace_grants
+    FOR EACH STATEMENT EXECUTE FUNCTION idempotency.idem_table_changed();
+
+CREATE FUNCTION idem_namespace_grant(namespace text, role regrole, privilege text)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_namespace_grant'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_namespace_grant(text, regrole, text) IS
+    'let role claim, check or release in namespace, which becomes restricted; false if it held the privilege';
+
+CREATE FUNCTION idem_namespace_revoke(namespace text, role regrole, privilege text)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_namespace_revoke'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_namespace_revoke(text, regrole, text) IS
+    'take back a namespace privilege; false if role did not hold it';
+REVOKE ALL ON FUNCTION idem_namespace_grant(text, regrole, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_namespace_revoke(text, regrole, text) FROM PUBLIC;
+
+CREATE FUNCTION idempotency.idem_namespace_visible(name text)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_namespace_visible'
+    LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION idempotency.idem_namespace_visible(text) IS
+    'may the current user check claims in this stored namespace? the filter of idem_claims';
+
+CREATE VIEW idem_namespace_privileges AS
+    SELECT g.namespace, g.grantee, g.privilege, g.granted_at
+      FROM idempotency.namespace_grants g;
+COMMENT ON VIEW idem_namespace_privileges IS 'the grants of restricted namespaces';
+
+-- idem_claims shows only the claims of namespaces the reader may check.
+-- CREATE OR REPLACE VIEW resets the view's options: set them again.
+CREATE OR REPLACE VIEW idem_claims AS
+    SELECT pg_catalog.split_part(n.name, E'\x1f', 1) AS namespace,
+           idempotency.idem_key_text(c.key) AS event_id,
+           c.claimed_at,
+           e.expires_at,
+           e.expires_at < now()            AS expired,
+           c.fingerprint                   AS fingerprint_hash
+      FROM idempotency.claims c
+      JOIN idem_namespaces n ON n.id = c.ns
+     CROSS JOIN LATERAL
+           (SELECT idempotency.idem_expires_at(c.claimed_at, n.ttl) AS expires_at) e
+     WHERE idempotency.idem_namespace_visible(n.name);
+-- as idem_claims: reading the grants needs SELECT on their table
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::int >= 150000 THEN
+        ALTER VIEW idem_claims SET (security_invoker = true);
+        ALTER VIEW idem_namespace_privileges SET (security_invoker = true);
+        GRANT SELECT ON idem_namespace_privileges TO PUBLIC;
+    END IF;
+END
+$$;

@@ -97,7 +97,8 @@ IdemCatalogInvalidate(Oid relid)
 		relid == idem_catalog.bindings ||
 		relid == idem_catalog.requests ||
 		relid == idem_catalog.tokens ||
-		relid == idem_catalog.watermarks)
+		relid == idem_catalog.watermarks ||
+		relid == idem_catalog.namespace_grants)
 		idem_catalog_valid = false;
 }
 
@@ -114,7 +115,8 @@ IdemCatalogHolds(Oid relid)
 	return relid == idem_catalog.claims || relid == idem_catalog.namespaces ||
 		relid == idem_catalog.machines || relid == idem_catalog.bindings ||
 		relid == idem_catalog.requests || relid == idem_catalog.tokens ||
-		(OidIsValid(idem_catalog.watermarks) && relid == idem_catalog.watermarks);
+		(OidIsValid(idem_catalog.watermarks) && relid == idem_catalog.watermarks) ||
+		(OidIsValid(idem_catalog.namespace_grants) && relid == idem_catalog.namespace_grants);
 }
 
 /* A schema changed: ours may have gone */
@@ -204,6 +206,7 @@ IdemGetCatalog(void)
 		found.tokens = IdemLookupRelation(found.schema, "tokens");
 		/* from 1.1 on; a database still at 1.0 has none */
 		found.watermarks = get_relname_relid("watermarks", found.schema);
+		found.namespace_grants = get_relname_relid("namespace_grants", found.schema);
 		idem_catalog = found;
 	} while (start != IdemInvalCounter());
 
@@ -286,18 +289,35 @@ IdemCheckWatermarksPrivilege(Oid relid)
 }
 
 /*
- * The OID of idempotency.watermarks, InvalidOid in a database still at
- * 1.0.  Looked up again while unknown: an ALTER EXTENSION UPDATE creates
- * the table without invalidating the OIDs this backend knows.
+ * The OID of an internal table that 1.1 added, known as known, or
+ * InvalidOid in a database still at 1.0.  Looked up again while unknown:
+ * an ALTER EXTENSION UPDATE creates the table without invalidating the
+ * OIDs this backend knows.
  */
+static Oid
+IdemLateRelation(Oid known, Oid schema, const char *relname)
+{
+	if (OidIsValid(known))
+		return known;
+	return get_relname_relid(relname, schema);
+}
+
+/* The OID of idempotency.watermarks, InvalidOid in a database at 1.0 */
 Oid
 IdemWatermarksRelation(void)
 {
 	IdemCatalog cat = IdemGetCatalog();
 
-	if (OidIsValid(cat.watermarks))
-		return cat.watermarks;
-	return get_relname_relid("watermarks", cat.schema);
+	return IdemLateRelation(cat.watermarks, cat.schema, "watermarks");
+}
+
+/* The OID of idempotency.namespace_grants, InvalidOid in a database at 1.0 */
+Oid
+IdemNamespaceGrantsRelation(void)
+{
+	IdemCatalog cat = IdemGetCatalog();
+
+	return IdemLateRelation(cat.namespace_grants, cat.schema, "namespace_grants");
 }
 
 /*

@@ -25,6 +25,7 @@ typedef struct IdemCatalog
 	Oid			requests;		/* idempotency.requests */
 	Oid			tokens;			/* idempotency.tokens */
 	Oid			watermarks;		/* idempotency.watermarks (1.1; else invalid) */
+	Oid			namespace_grants;	/* idempotency.namespace_grants (1.1) */
 } IdemCatalog;
 
 extern IdemCatalog IdemGetCatalog(void);
@@ -36,6 +37,7 @@ extern Relation IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode,
 extern void IdemCheckClaimsPrivilege(AclMode mode);
 extern void IdemCheckWatermarksPrivilege(Oid relid);
 extern Oid	IdemWatermarksRelation(void);
+extern Oid	IdemNamespaceGrantsRelation(void);
 extern void IdemCheckTablePrivilege(Oid relid, const char *table, AclMode mode,
 									const char *action);
 

@@ -35,6 +35,7 @@
 #include "compat.h"
 #include "idempotency.h"
 #include "namespace.h"
+#include "nsgrant.h"
 
 PG_FUNCTION_INFO_V1(idem_claim);
 PG_FUNCTION_INFO_V1(idem_try_claim);
@@ -51,6 +52,20 @@ PG_FUNCTION_INFO_V1(idem_claimed_uuid);
 PG_FUNCTION_INFO_V1(idem_release_uuid);
 
 static Datum IdemClaimMany(FunctionCallInfo fcinfo, bool uuid_ids);
+
+/*
+ * The namespace privilege an action needs, from the table privilege it
+ * needs on the claims: claim (INSERT), check (SELECT) or release (DELETE)
+ */
+static inline int
+IdemNsPrivilegeOfMode(AclMode mode)
+{
+	if (mode == ACL_SELECT)
+		return IDEM_NSPRIV_CHECK;
+	if (mode == ACL_DELETE)
+		return IDEM_NSPRIV_RELEASE;
+	return IDEM_NSPRIV_CLAIM;
+}
 
 /*
  * Read the (event_id, namespace) arguments every function here starts
@@ -74,6 +89,7 @@ IdemKeyArgs(FunctionCallInfo fcinfo, bool uuid_id, const char *funcname, AclMode
 	if (funcname != NULL)
 		IdemCheckWritable(funcname);
 	IdemCheckClaimsPrivilege(mode);
+	IdemCheckNamespacePrivilege(nsname, IdemNsPrivilegeOfMode(mode));
 	return IdemNamespaceGet(nsname, create, ns);
 }
 
@@ -272,6 +288,7 @@ IdemClaimMany(FunctionCallInfo fcinfo, bool uuid_ids)
 	IdemValidateNamespace(nsname);
 	IdemCheckWritable("idem_claim_many()");
 	IdemCheckClaimsPrivilege(ACL_INSERT);
+	IdemCheckNamespacePrivilege(nsname, IDEM_NSPRIV_CLAIM);
 
 	IdemInitMaterializedSRF(fcinfo);
 
@@ -445,6 +462,7 @@ IdemShardKeyArgs(FunctionCallInfo fcinfo, const char *funcname, AclMode mode,
 	IdemValidateNamespace(parent);
 	IdemCheckWritable(funcname);
 	IdemCheckClaimsPrivilege(mode);
+	IdemCheckNamespacePrivilege(parent, IdemNsPrivilegeOfMode(mode));
 	IdemCitusShardEnter(shard);
 	IdemCitusShardNamespace(parent, shard, ns);
 }

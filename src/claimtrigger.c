@@ -33,6 +33,7 @@
 #include "claimstore.h"
 #include "idempotency.h"
 #include "namespace.h"
+#include "nsgrant.h"
 
 PG_FUNCTION_INFO_V1(idem_claim_trigger);
 
@@ -227,6 +228,7 @@ idem_claim_trigger(PG_FUNCTION_ARGS)
 	IdemValidateNamespace(nsname);
 	IdemCheckWritable("idem_claim_trigger()");
 	IdemCheckClaimsPrivilege(ACL_INSERT);
+	IdemCheckNamespacePrivilege(nsname, IDEM_NSPRIV_CLAIM);
 
 	(void) IdemNamespaceGet(nsname, true, &ns);
 	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);

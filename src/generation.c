@@ -72,6 +72,7 @@
 #include "catalog.h"
 #include "claimcache.h"
 #include "generation.h"
+#include "nsgrant.h"
 #include "genfilter.h"
 #include "idempotency.h"
 #include "inval.h"
@@ -263,12 +264,17 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			}
 		}
 	}
+	/* DROP ROLE and DROP OWNED BY: the roles' namespace privileges */
+	IdemNsGrantBeforeUtility(parsetree);
+
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context,
 							 params, queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	IdemNsGrantAfterUtility(parsetree);
 }
 
 /* Define the GUCs and register the callbacks; called from _PG_init */

@@ -21,6 +21,7 @@
 #include "inval.h"
 #include "generation.h"
 #include "idempotency.h"
+#include "nsgrant.h"
 #include "spectoken.h"
 
 PG_MODULE_MAGIC;
@@ -37,6 +38,7 @@ _PG_init(void)
 	IdemClaimCacheInit();
 	IdemSpecTokenInit();
 	IdemNamespaceInit();
+	IdemNsGrantInit();
 	IdemMachineInit();
 	IdemBindingInit();
 	IdemShmemInit();

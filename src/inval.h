@@ -11,7 +11,7 @@
 #include "nodes/pg_list.h"
 
 /* Most parts that may listen to one kind of invalidation */
-#define IDEM_INVAL_MAX_HANDLERS	8
+#define IDEM_INVAL_MAX_HANDLERS	12
 
 /* A part's reaction to a relcache invalidation; InvalidOid means all */
 typedef void (*IdemRelcacheHandler) (Oid relid);

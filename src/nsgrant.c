@@ -1,0 +1,606 @@
+/*
+ * nsgrant.c
+ *	  Per-namespace privileges: idem_namespace_grant, idem_namespace_revoke
+ *	  and the check every claim, check and release makes.
+ *
+ * A namespace with at least one row in idempotency.namespace_grants is
+ * restricted: only superusers and roles whose privileges include those of
+ * a grantee of the needed privilege ('claim', 'check' or 'release') may
+ * act in it.  Namespaces without grants behave as before 1.1.  The table
+ * privileges on the claims apply in both cases; the namespace check comes
+ * on top, before anything is read or written, so that a refused claimer
+ * does not even create the namespace.
+ *
+ * Grants are keyed by the namespace's name, not its id: a namespace can be
+ * restricted before its first claim, and idem_citus_claim's per-shard
+ * namespaces ("name" 0x1f "shard") follow the grants of their name.
+ *
+ * Every backend caches the whole table (it holds one row per namespace,
+ * grantee and privilege, so it is small), read with the latest snapshot
+ * like a catalog, plus per namespace the privileges already found for the
+ * current user.  The statement trigger on the table sends a relcache
+ * invalidation; so that a grant or revoke takes effect at the next
+ * statement of every backend even inside a transaction, where no lock
+ * acquisition may process invalidations, the first check of each statement
+ * accepts pending invalidation messages.  Role and membership changes drop
+ * the cache too.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "commands/dbcommands.h"
+#include "commands/extension.h"
+#include "commands/user.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type_d.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "nodes/parsenodes.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "catalog.h"
+#include "idempotency.h"
+#include "inval.h"
+#include "namespace.h"
+#include "nsgrant.h"
+#include "ownerspi.h"
+
+PG_FUNCTION_INFO_V1(idem_namespace_grant);
+PG_FUNCTION_INFO_V1(idem_namespace_revoke);
+PG_FUNCTION_INFO_V1(idem_namespace_visible);
+
+/* What a backend knows of the grants table */
+typedef enum IdemNsGrantState
+{
+	IDEM_GRANTS_UNKNOWN,		/* not read since the last invalidation */
+	IDEM_GRANTS_NONE,			/* no grant (or no table: a database at 1.0) */
+	IDEM_GRANTS_SOME			/* idem_grants holds the restricted namespaces */
+} IdemNsGrantState;
+
+/* A restricted namespace: who holds what in it */
+typedef struct IdemNsGrantEntry
+{
+	char		name[IDEM_MAX_NAMESPACE_BYTES + 1]; /* hash key */
+	int			ngrants;
+	int			maxgrants;
+	Oid		   *roles;			/* grantees */
+	uint8	   *privs;			/* and their privileges (IDEM_NSPRIV_*) */
+	Oid			memo_user;		/* privileges found held by this user */
+	uint8		memo_held;
+} IdemNsGrantEntry;
+
+static IdemGenCache idem_grants_gen = IDEM_GEN_CACHE_INIT("idempotency namespace grants");
+static IdemNsGrantState idem_grants_state = IDEM_GRANTS_UNKNOWN;
+static HTAB *idem_grants = NULL;
+static IdemNsGrantEntry *idem_grants_last = NULL;
+static Oid	idem_grants_relid = InvalidOid;
+
+/* The statement whose invalidation messages were last accepted */
+static TimestampTz idem_grants_stmt = 0;
+static LocalTransactionId idem_grants_lxid = InvalidLocalTransactionId;
+
+/* Forget the grants; they are read again at the next check */
+static void
+IdemNsGrantReset(void)
+{
+	idem_grants_state = IDEM_GRANTS_UNKNOWN;
+	idem_grants = NULL;
+	idem_grants_last = NULL;
+	IdemGenCacheRetire(&idem_grants_gen);
+}
+
+/*
+ * Relcache invalidation: of the grants table, of every relation, or of any
+ * relation while the table is not known (ALTER EXTENSION UPDATE creates it)
+ */
+static void
+IdemNsGrantInvalidate(Oid relid)
+{
+	if (idem_grants_state == IDEM_GRANTS_UNKNOWN)
+		return;
+	if (relid == InvalidOid || !OidIsValid(idem_grants_relid) ||
+		relid == idem_grants_relid)
+		IdemNsGrantReset();
+}
+
+/* Roles or memberships changed: what a user holds may have too */
+static void
+IdemNsGrantRolesChanged(void)
+{
+	if (idem_grants_state != IDEM_GRANTS_UNKNOWN)
+		IdemNsGrantReset();
+}
+
+/* Register the invalidation handlers; called from _PG_init */
+void
+IdemNsGrantInit(void)
+{
+	IdemInvalOnRelcache(IdemNsGrantInvalidate);
+	IdemInvalOnRoles(IdemNsGrantRolesChanged);
+	IdemInvalOnSchemas(IdemNsGrantRolesChanged);
+}
+
+/* The privilege bit of its SQL name, or an error */
+static int
+IdemNsPrivilegeParse(const char *name)
+{
+	if (strcmp(name, "claim") == 0)
+		return IDEM_NSPRIV_CLAIM;
+	if (strcmp(name, "check") == 0)
+		return IDEM_NSPRIV_CHECK;
+	if (strcmp(name, "release") == 0)
+		return IDEM_NSPRIV_RELEASE;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unrecognized namespace privilege \"%s\"", name),
+			 errhint("The privileges are 'claim', 'check' and 'release'.")));
+	return 0;					/* keep compiler quiet */
+}
+
+/* The SQL name of one privilege bit */
+static const char *
+IdemNsPrivilegeName(int priv)
+{
+	switch (priv)
+	{
+		case IDEM_NSPRIV_CLAIM:
+			return "claim";
+		case IDEM_NSPRIV_CHECK:
+			return "check";
+		default:
+			return "release";
+	}
+}
+
+/* The transient state of IdemNsGrantsLoad */
+typedef struct IdemNsGrantFill
+{
+	HTAB	   *hash;
+	MemoryContext cxt;
+} IdemNsGrantFill;
+
+/* IdemOwnerRun callback: add one row (namespace, grantee, privilege) */
+static void
+IdemNsGrantAddRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemNsGrantFill *fill = (IdemNsGrantFill *) arg;
+	bool		isnull[3];
+	Datum		name = heap_getattr(tuple, 1, desc, &isnull[0]);
+	Datum		role = heap_getattr(tuple, 2, desc, &isnull[1]);
+	Datum		priv = heap_getattr(tuple, 3, desc, &isnull[2]);
+	char	   *key;
+	IdemNsGrantEntry *e;
+	bool		found;
+	int			bit;
+	int			i;
+
+	if (isnull[0] || isnull[1] || isnull[2])
+		return;					/* the table's NOT NULLs forbid it */
+	key = TextDatumGetCString(name);
+	if (strlen(key) > IDEM_MAX_NAMESPACE_BYTES)
+		return;					/* no claim can be in such a namespace */
+	bit = IdemNsPrivilegeParse(TextDatumGetCString(priv));
+
+	e = hash_search(fill->hash, key, HASH_ENTER, &found);
+	if (!found)
+	{
+		e->ngrants = 0;
+		e->maxgrants = 4;
+		e->roles = MemoryContextAlloc(fill->cxt, sizeof(Oid) * e->maxgrants);
+		e->privs = MemoryContextAlloc(fill->cxt, sizeof(uint8) * e->maxgrants);
+		e->memo_user = InvalidOid;
+		e->memo_held = 0;
+	}
+	for (i = 0; i < e->ngrants; i++)
+	{
+		if (e->roles[i] == DatumGetObjectId(role))
+		{
+			e->privs[i] |= bit;
+			return;
+		}
+	}
+	if (e->ngrants == e->maxgrants)
+	{
+		e->maxgrants *= 2;
+		e->roles = repalloc(e->roles, sizeof(Oid) * e->maxgrants);
+		e->privs = repalloc(e->privs, sizeof(uint8) * e->maxgrants);
+	}
+	e->roles[e->ngrants] = DatumGetObjectId(role);
+	e->privs[e->ngrants] = bit;
+	e->ngrants++;
+}
+
+/*
+ * Read the grants table into a new generation of the cache.  Reads the
+ * latest committed state plus this transaction's changes, as the table's
+ * owner; looks again if an invalidation arrived meanwhile.
+ */
+static void
+IdemNsGrantsLoad(void)
+{
+	for (;;)
+	{
+		uint64		start = IdemInvalCounter();
+		IdemCatalog cat = IdemGetCatalog();
+		Oid			relid = IdemNamespaceGrantsRelation();
+		IdemNsGrantFill fill;
+		MemoryContext tmp;
+		MemoryContext oldcxt;
+		HASHCTL		ctl;
+
+		if (!OidIsValid(relid))
+		{
+			/* a database still at 1.0 */
+			idem_grants_relid = InvalidOid;
+			idem_grants_state = IDEM_GRANTS_NONE;
+			if (start == IdemInvalCounter())
+				return;
+			continue;
+		}
+
+		IdemGenCacheRetire(&idem_grants_gen);
+		fill.cxt = IdemGenCacheContext(&idem_grants_gen);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = IDEM_MAX_NAMESPACE_BYTES + 1;
+		ctl.entrysize = sizeof(IdemNsGrantEntry);
+		ctl.hcxt = fill.cxt;
+		fill.hash = hash_create("idempotency namespace grants", 16, &ctl,
+								HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+
+		tmp = AllocSetContextCreate(CurrentMemoryContext, "idempotency grants load",
+									ALLOCSET_SMALL_SIZES);
+		oldcxt = MemoryContextSwitchTo(tmp);
+		(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+							"SELECT g.namespace, g.grantee::pg_catalog.oid, g.privilege"
+							" FROM idempotency.namespace_grants g",
+							0, NULL, NULL, NULL, IdemNsGrantAddRow, &fill);
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextDelete(tmp);
+
+		if (start != IdemInvalCounter())
+			continue;			/* changed meanwhile: read again */
+
+		idem_grants_relid = relid;
+		idem_grants = fill.hash;
+		idem_grants_last = NULL;
+		idem_grants_state = hash_get_num_entries(fill.hash) > 0 ?
+			IDEM_GRANTS_SOME : IDEM_GRANTS_NONE;
+		if (IsInParallelMode())
+			IdemGenCacheResetAtEnd(&idem_grants_gen, IdemNsGrantReset); /* read under the query's snapshot */
+		return;
+	}
+}
+
+/*
+ * Make the grants current: once per statement, accept the invalidations
+ * other backends sent (a grant or revoke they committed), then read the
+ * table if they made the cache stale
+ */
+static void
+IdemNsGrantsRefresh(void)
+{
+	TimestampTz stmt = GetCurrentStatementStartTimestamp();
+
+	if (stmt != idem_grants_stmt || MyProc->lxid != idem_grants_lxid)
+	{
+		idem_grants_stmt = stmt;
+		idem_grants_lxid = MyProc->lxid;
+		AcceptInvalidationMessages();
+	}
+	if (idem_grants_state == IDEM_GRANTS_UNKNOWN)
+		IdemNsGrantsLoad();
+}
+
+/* The grants of a namespace (a user's name: no shard suffix), or NULL */
+static IdemNsGrantEntry *
+IdemNsGrantFind(const char *name, int len)
+{
+	IdemNsGrantEntry *e = idem_grants_last;
+	char		key[IDEM_MAX_NAMESPACE_BYTES + 1];
+
+	if (idem_grants_state != IDEM_GRANTS_SOME || len > IDEM_MAX_NAMESPACE_BYTES)
+		return NULL;
+	/* compare the len bytes before name[len]: see IdemNamespaceGetWithTtl */
+	if (e != NULL && memcmp(e->name, name, len) == 0 && e->name[len] == '\0')
+		return e;
+	memcpy(key, name, len);
+	key[len] = '\0';
+	e = hash_search(idem_grants, key, HASH_FIND, NULL);
+	if (e != NULL)
+		idem_grants_last = e;
+	return e;
+}
+
+/*
+ * Does the current user hold priv in namespace name (len bytes, possibly
+ * with a shard suffix)?  True in a namespace without grants.
+ */
+bool
+IdemNamespacePrivilegeHeld(const char *name, int len, int priv)
+{
+	const char *sep = memchr(name, IDEM_SHARD_SEP, len);
+	IdemNsGrantEntry *e;
+	Oid			user;
+	bool		held = false;
+	int			i;
+
+	IdemNsGrantsRefresh();
+	if (idem_grants_state != IDEM_GRANTS_SOME)
+		return true;
+	if (sep != NULL)
+		len = sep - name;
+	e = IdemNsGrantFind(name, len);
+	if (e == NULL)
+		return true;
+
+	user = GetUserId();
+	if (e->memo_user == user && (e->memo_held & priv) == priv)
+		return true;
+
+	/*
+	 * The lookups below may process invalidations, which retire the entry;
+	 * its memory lasts until the end of the transaction, and the answer is
+	 * that of the grants as they were when this check began.
+	 */
+	if (superuser_arg(user))
+		held = true;
+	for (i = 0; !held && i < e->ngrants; i++)
+		if ((e->privs[i] & priv) == priv && has_privs_of_role(user, e->roles[i]))
+			held = true;
+	if (held)
+	{
+		if (e->memo_user != user)
+		{
+			e->memo_user = user;
+			e->memo_held = 0;
+		}
+		e->memo_held |= priv;
+	}
+	return held;
+}
+
+/*
+ * Raise "permission denied" unless the current user holds priv in the
+ * namespace a user named (already validated)
+ */
+void
+IdemCheckNamespacePrivilege(const text *name, int priv)
+{
+	const char *data = VARDATA_ANY(name);
+	int			len = VARSIZE_ANY_EXHDR(name);
+
+	if (IdemNamespacePrivilegeHeld(data, len, priv))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for namespace \"%s\"", text_to_cstring(name)),
+			 errdetail("The namespace is restricted, and role \"%s\" holds no \"%s\" privilege in it.",
+					   GetUserNameFromId(GetUserId(), false), IdemNsPrivilegeName(priv)),
+			 errhint("An administrator grants it with idem_namespace_grant().")));
+}
+
+/* Read and check the arguments of idem_namespace_grant and _revoke */
+static void
+IdemNsGrantArgs(FunctionCallInfo fcinfo, const char *funcname, text **name,
+				Oid *role, text **priv)
+{
+	*name = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "namespace"));
+	*role = DatumGetObjectId(IdemArgNotNull(fcinfo, 1, "role"));
+	*priv = DatumGetTextPP(IdemArgNotNull(fcinfo, 2, "privilege"));
+
+	IdemValidateNamespace(*name);
+	(void) IdemNsPrivilegeParse(text_to_cstring(*priv));
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(*role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", *role)));
+	PreventCommandIfReadOnly(funcname);
+}
+
+/*
+ * Run a statement on idempotency.namespace_grants as the caller, whose
+ * privileges on the table are checked as for any statement; returns the
+ * rows it changed
+ */
+static uint64
+IdemNsGrantRun(const char *sql, text *name, Oid role, text *priv)
+{
+	IdemOwnerScope scope;
+	Oid			argtypes[3] = {TEXTOID, OIDOID, TEXTOID};
+	Datum		values[3];
+	uint64		n;
+	int			rc;
+
+	values[0] = PointerGetDatum(name);
+	values[1] = ObjectIdGetDatum(role);
+	values[2] = PointerGetDatum(priv);
+	IdemSpiScopeBegin(&scope, GetUserId(), true);
+	rc = SPI_execute_with_args(sql, 3, argtypes, values, NULL, false, 0);
+	if (rc < 0)
+		elog(ERROR, "could not run \"%s\": %s", sql, SPI_result_code_string(rc));
+	n = SPI_processed;
+	IdemOwnerScopeEnd(&scope);
+	return n;
+}
+
+/*
+ * idem_namespace_grant(namespace text, role regrole, privilege text)
+ *		returns boolean
+ *
+ * Let role (and the roles that have its privileges) claim, check or
+ * release in namespace, which becomes restricted if it was not.  Returns
+ * false if role held the privilege already.  Needs INSERT on
+ * idempotency.namespace_grants (administrators; EXECUTE is revoked from
+ * PUBLIC).
+ */
+Datum
+idem_namespace_grant(PG_FUNCTION_ARGS)
+{
+	text	   *name;
+	Oid			role;
+	text	   *priv;
+
+	IdemNsGrantArgs(fcinfo, "idem_namespace_grant()", &name, &role, &priv);
+	PG_RETURN_BOOL(IdemNsGrantRun("INSERT INTO idempotency.namespace_grants"
+								  " (namespace, grantee, privilege)"
+								  " VALUES ($1, $2::pg_catalog.regrole, $3)"
+								  " ON CONFLICT DO NOTHING",
+								  name, role, priv) > 0);
+}
+
+/*
+ * idem_namespace_revoke(namespace text, role regrole, privilege text)
+ *		returns boolean
+ *
+ * Take back a privilege idem_namespace_grant gave; returns false if role
+ * did not hold it.  The namespace stays restricted while it has any grant.
+ * Needs DELETE (and SELECT) on idempotency.namespace_grants.
+ */
+Datum
+idem_namespace_revoke(PG_FUNCTION_ARGS)
+{
+	text	   *name;
+	Oid			role;
+	text	   *priv;
+
+	IdemNsGrantArgs(fcinfo, "idem_namespace_revoke()", &name, &role, &priv);
+	PG_RETURN_BOOL(IdemNsGrantRun("DELETE FROM idempotency.namespace_grants g"
+								  " WHERE g.namespace OPERATOR(pg_catalog.=) $1"
+								  " AND g.grantee OPERATOR(pg_catalog.=) $2::pg_catalog.regrole"
+								  " AND g.privilege OPERATOR(pg_catalog.=) $3",
+								  name, role, priv) > 0);
+}
+
+/*
+ * idempotency.idem_namespace_visible(name text) returns boolean
+ *
+ * May the current user check claims in the namespace stored as name (a
+ * shard suffix included)?  The filter of the idem_claims view.
+ */
+Datum
+idem_namespace_visible(PG_FUNCTION_ARGS)
+{
+	text	   *name = PG_GETARG_TEXT_PP(0);
+
+	PG_RETURN_BOOL(IdemNamespacePrivilegeHeld(VARDATA_ANY(name),
+											  VARSIZE_ANY_EXHDR(name),
+											  IDEM_NSPRIV_CHECK));
+}
+
+/*
+ * The OID of idempotency.namespace_grants if the extension, at 1.1 or
+ * later, is installed in this database; else InvalidOid
+ */
+static Oid
+IdemNsGrantsTableIfInstalled(void)
+{
+	if (!OidIsValid(get_extension_oid("idempotency", true)) ||
+		!OidIsValid(get_namespace_oid(IDEM_SCHEMA_NAME, true)))
+		return InvalidOid;
+	return IdemNamespaceGrantsRelation();
+}
+
+/* IdemOwnerRun callback: keep the first column (text) of the only row */
+static void
+IdemNsGrantKeepText(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tuple, 1, desc, &isnull);
+
+	*(char **) arg = isnull ? NULL : TextDatumGetCString(d);
+}
+
+/*
+ * Before DROP ROLE: refuse to drop a role that holds namespace privileges
+ * in this database, as PostgreSQL refuses one that holds privileges on
+ * objects, so that no grant is left to a role that no longer exists.
+ * Other databases' grants are not visible here; a grant to a dropped role
+ * matches no one.
+ */
+static void
+IdemNsGrantBeforeDropRole(DropRoleStmt *stmt)
+{
+	Oid			grants = IdemNsGrantsTableIfInstalled();
+	ListCell   *lc;
+
+	if (!OidIsValid(grants))
+		return;
+	foreach(lc, stmt->roles)
+	{
+		RoleSpec   *spec = lfirst(lc);
+		Oid			role;
+		Datum		arg;
+		Oid			argtype = OIDOID;
+		char	   *example = NULL;
+
+		if (spec->roletype != ROLESPEC_CSTRING)
+			continue;			/* DROP ROLE refuses the others itself */
+		role = get_role_oid(spec->rolename, true);
+		if (!OidIsValid(role))
+			continue;
+		arg = ObjectIdGetDatum(role);
+		if (IdemOwnerRun(grants, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						 "SELECT g.namespace FROM idempotency.namespace_grants g"
+						 " WHERE g.grantee OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
+						 " ORDER BY g.namespace LIMIT 1",
+						 1, &argtype, &arg, NULL, IdemNsGrantKeepText, &example) > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+					 errmsg("role \"%s\" cannot be dropped because it holds namespace privileges",
+							spec->rolename),
+					 errdetail("It holds privileges in namespace \"%s\" of database \"%s\".",
+							   example ? example : "?", get_database_name(MyDatabaseId)),
+					 errhint("Revoke them with idem_namespace_revoke(), or run DROP OWNED BY in that database.")));
+	}
+}
+
+/*
+ * After DROP OWNED BY, which revokes the roles' privileges on this
+ * database's objects: revoke their namespace privileges too.  DROP OWNED
+ * has checked that the caller has the privileges of each role.
+ */
+static void
+IdemNsGrantAfterDropOwned(DropOwnedStmt *stmt)
+{
+	Oid			grants = IdemNsGrantsTableIfInstalled();
+	List	   *roles;
+	ListCell   *lc;
+
+	if (!OidIsValid(grants))
+		return;
+	roles = roleSpecsToIds(stmt->roles);
+	foreach(lc, roles)
+	{
+		Datum		arg = ObjectIdGetDatum(lfirst_oid(lc));
+		Oid			argtype = OIDOID;
+
+		(void) IdemOwnerRun(grants, 0,
+							"DELETE FROM idempotency.namespace_grants g"
+							" WHERE g.grantee OPERATOR(pg_catalog.=) $1::pg_catalog.regrole",
+							1, &argtype, &arg, NULL, NULL, NULL);
+	}
+}
+
+/* The utility hook's part (generation.c): before the statement runs */
+void
+IdemNsGrantBeforeUtility(Node *parsetree)
+{
+	if (IsA(parsetree, DropRoleStmt))
+		IdemNsGrantBeforeDropRole((DropRoleStmt *) parsetree);
+}
+
+/* The utility hook's part: after the statement ran */
+void
+IdemNsGrantAfterUtility(Node *parsetree)
+{
+	if (IsA(parsetree, DropOwnedStmt))
+		IdemNsGrantAfterDropOwned((DropOwnedStmt *) parsetree);
+}
