@@ -5,7 +5,7 @@
 \pset tuples_only true
 \pset pager off
 BEGIN;
-SELECT plan(62);
+SELECT plan(70);
 
 -- the extension and its schemas
 SELECT has_extension('idempotency');
@@ -72,6 +72,17 @@ SELECT has_view('public', 'idem_streams', 'the idem_streams view');
 SELECT is((SELECT count(*)::int FROM pg_extension e, unnest(e.extconfig) c
             WHERE e.extname = 'idempotency' AND c = 'idempotency.watermarks'::regclass),
           1, 'pg_dump dumps the watermarks');
+SELECT has_function('public', 'idem_namespace_grant', ARRAY['text', 'regrole', 'text']);
+SELECT has_function('public', 'idem_namespace_revoke', ARRAY['text', 'regrole', 'text']);
+SELECT has_function('idempotency', 'idem_namespace_visible', ARRAY['text']);
+SELECT has_table('idempotency', 'namespace_grants', 'the namespace grants table (1.1)');
+SELECT col_is_pk('idempotency', 'namespace_grants', ARRAY['namespace', 'grantee', 'privilege'],
+                 'a grant per (namespace, grantee, privilege)');
+SELECT col_type_is('idempotency', 'namespace_grants', 'grantee', 'regrole',
+                   'grantees are regroles, so pg_dump writes role names');
+SELECT has_trigger('idempotency', 'namespace_grants', 'namespace_grants_changed',
+                   'every backend hears of a change to the grants');
+SELECT has_view('public', 'idem_namespace_privileges', 'the idem_namespace_privileges view');
 SELECT has_function('public', 'idem_claim_trigger', ARRAY[]::text[]);
 SELECT has_function('public', 'idem_stats_reset', ARRAY[]::text[]);
 SELECT function_returns('public', 'idem_claim', ARRAY['text', 'text', 'text'], 'boolean');
@@ -102,7 +113,8 @@ SELECT set_eq($$SELECT unnest(extconfig)::regclass::text FROM pg_extension WHERE
               ARRAY['idempotency.claims', 'idempotency.namespaces', 'idempotency.namespace_id_seq',
                     'idempotency.machines', 'idempotency.machine_bindings',
                     'idempotency.purge_policies', 'idempotency.requests', 'idempotency.tokens',
-                    'idempotency.generations', 'idempotency.generation_id_seq', 'idempotency.watermarks'],
+                    'idempotency.generations', 'idempotency.generation_id_seq', 'idempotency.watermarks',
+                    'idempotency.namespace_grants'],
               'internal tables are marked with pg_extension_config_dump');
 SELECT is((SELECT count(*)::int FROM pg_class c
             WHERE c.relnamespace = 'idempotency'::regnamespace

@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 BEGIN;
-SELECT plan(26);
+SELECT plan(34);
 
 SELECT table_privs_are('idempotency', 'claims', 'public', ARRAY[]::text[],
                        'PUBLIC has no privileges on claims until granted');
@@ -39,6 +39,17 @@ SELECT function_privs_are('public', 'idem_watermark', ARRAY['text', 'integer'],
                           'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('public', 'idem_stream_drop', ARRAY['text'],
                           'public', ARRAY[]::text[], 'dropping a stream is for administrators');
+SELECT table_privs_are('idempotency', 'namespace_grants', 'public', ARRAY[]::text[],
+                       'PUBLIC has no privileges on the namespace grants');
+SELECT function_privs_are('public', 'idem_namespace_grant', ARRAY['text', 'regrole', 'text'],
+                          'public', ARRAY[]::text[], 'granting namespace privileges is for administrators');
+SELECT function_privs_are('public', 'idem_namespace_revoke', ARRAY['text', 'regrole', 'text'],
+                          'public', ARRAY[]::text[], 'revoking them too');
+SELECT function_privs_are('idempotency', 'idem_namespace_visible', ARRAY['text'],
+                          'public', ARRAY['EXECUTE'], 'the idem_claims filter is executable by everyone');
+SELECT is((SELECT prosecdef FROM pg_proc
+            WHERE oid = 'idem_namespace_grant(text,regrole,text)'::regprocedure),
+          false, 'idem_namespace_grant runs as the caller: the table privileges decide');
 SELECT function_privs_are('public', 'idem_claim', ARRAY['uuid', 'text', 'text'],
                           'public', ARRAY['EXECUTE'], 'the uuid forms too');
 SELECT function_privs_are('public', 'idem_try_claim', ARRAY['uuid', 'text', 'text'],
@@ -72,6 +83,22 @@ SELECT throws_ok($$SELECT idem_claim('tap-2', 'tap_privs')$$, '42501',
 SELECT throws_ok($$SELECT idem_namespace_define('tap_privs', '1 day')$$, '42501',
                  NULL, 'an ungranted role cannot define namespaces');
 SELECT lives_ok($$SELECT * FROM idem_stats$$, 'anyone may read idem_stats');
+RESET ROLE;
+
+-- a restricted namespace: the table privileges are not enough
+CREATE ROLE tap_idem_tenant;
+GRANT INSERT, SELECT ON idempotency.claims TO tap_idem_tenant;
+SELECT idem_namespace_grant('tap_tenant', 'tap_idem_tenant', 'claim');
+SET LOCAL ROLE tap_idem_app;
+SELECT throws_ok($$SELECT idem_claim('tap-3', 'tap_tenant')$$, '42501',
+                 'permission denied for namespace "tap_tenant"',
+                 'a role with INSERT on the claims cannot claim in a restricted namespace');
+RESET ROLE;
+SET LOCAL ROLE tap_idem_tenant;
+SELECT ok(idem_claim('tap-3', 'tap_tenant'), 'its grantee claims');
+SELECT throws_ok($$SELECT idem_claimed('tap-3', 'tap_tenant')$$, '42501',
+                 'permission denied for namespace "tap_tenant"',
+                 'claim does not imply check');
 RESET ROLE;
 
 SELECT * FROM finish();

@@ -1,0 +1,221 @@
+-- per-namespace privileges: restricted namespaces, their grantees, role
+-- membership, and what a grant or revoke changes
+SET client_min_messages = warning;
+
+CREATE ROLE regress_nsp_admin LOGIN;
+CREATE ROLE regress_nsp_team NOLOGIN;
+CREATE ROLE regress_nsp_alice LOGIN IN ROLE regress_nsp_team;
+CREATE ROLE regress_nsp_bob LOGIN;
+CREATE ROLE regress_nsp_noinherit LOGIN NOINHERIT IN ROLE regress_nsp_team;
+GRANT INSERT, SELECT, DELETE ON idempotency.claims
+    TO regress_nsp_alice, regress_nsp_bob, regress_nsp_noinherit;
+SELECT idem_namespace_define('nsp_pay', '1 day');
+SELECT idem_claim('before', 'nsp_pay') AS claimed_before_any_grant;
+
+-- an unrestricted namespace: everyone with the table privileges may act
+SET ROLE regress_nsp_bob;
+SELECT idem_claim('b-0', 'nsp_open') AS claim_open, idem_claimed('b-0', 'nsp_open') AS check_open;
+RESET ROLE;
+
+-- the functions are for administrators; PUBLIC has no EXECUTE
+SELECT p.proname, has_function_privilege('regress_nsp_bob', p.oid, 'EXECUTE') AS bob_may
+  FROM pg_proc p
+ WHERE p.proname IN ('idem_namespace_grant', 'idem_namespace_revoke')
+ ORDER BY p.proname COLLATE "C";
+SET ROLE regress_nsp_bob;
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_bob', 'claim');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- an administrator needs EXECUTE and the privileges on the grants table
+GRANT EXECUTE ON FUNCTION idem_namespace_grant(text, regrole, text) TO regress_nsp_admin;
+SET ROLE regress_nsp_admin;
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_bob', 'claim');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT INSERT ON idempotency.namespace_grants TO regress_nsp_admin;
+SET ROLE regress_nsp_admin;
+SELECT idem_namespace_grant('nsp_admin_made', 'regress_nsp_alice', 'check') AS admin_grants;
+RESET ROLE;
+
+-- grants; a second identical grant returns false
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_team', 'claim') AS team_claim;
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_team', 'claim') AS again;
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_alice', 'check') AS alice_check;
+SELECT namespace, grantee, privilege FROM idem_namespace_privileges
+ ORDER BY namespace COLLATE "C", grantee::text COLLATE "C", privilege COLLATE "C";
+
+-- alice is a member of the team: she may claim, and check by her own grant
+SET ROLE regress_nsp_alice;
+SELECT idem_claim('a-1', 'nsp_pay') AS claim, idem_claim('a-1', 'nsp_pay') AS dup;
+SELECT idem_try_claim('a-2', 'nsp_pay') AS try_claim;
+SELECT * FROM idem_claim_many(ARRAY['a-3', 'a-1']::text[], 'nsp_pay') AS batch;
+SELECT idem_claim('00000000-0000-0000-0000-000000000001'::uuid, 'nsp_pay') AS uuid_claim;
+SELECT idem_claimed('a-1', 'nsp_pay') AS check;
+SELECT event_id FROM idem_claims WHERE namespace = 'nsp_pay' ORDER BY event_id COLLATE "C";
+-- but not release
+SELECT idem_release('a-1', 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- bob holds nothing: every action is refused, and idem_claims hides the rows
+SET ROLE regress_nsp_bob;
+SELECT idem_claim('b-1', 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_try_claim('b-1', 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idem_claim_many(ARRAY['b-1']::text[], 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM idem_claim_many(ARRAY[]::text[], 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_claim('00000000-0000-0000-0000-000000000002'::uuid, 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_claimed('a-1', 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_claimed('00000000-0000-0000-0000-000000000001'::uuid, 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_release('a-1', 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+SELECT namespace, count(*) FROM idem_claims GROUP BY namespace ORDER BY namespace COLLATE "C";
+-- the table privileges still allow a direct read of the table itself
+SELECT count(*) > 0 AS direct_read FROM idempotency.claims;
+-- bob may not grant himself, nor edit the grants by hand
+INSERT INTO idempotency.namespace_grants (namespace, grantee, privilege)
+    VALUES ('nsp_pay', 'regress_nsp_bob', 'claim');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- NOINHERIT: membership without inheritance does not count, SET ROLE does
+SET ROLE regress_nsp_noinherit;
+SELECT idem_claim('n-1', 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- the trigger form
+CREATE TABLE nsp_inbox (event_id text PRIMARY KEY, body text);
+CREATE TRIGGER nsp_inbox_claim BEFORE INSERT ON nsp_inbox
+    FOR EACH ROW EXECUTE FUNCTION idem_claim_trigger('event_id', 'nsp_pay');
+GRANT INSERT, SELECT ON nsp_inbox TO regress_nsp_alice, regress_nsp_bob;
+SET ROLE regress_nsp_alice;
+INSERT INTO nsp_inbox VALUES ('t-1', 'x'), ('t-1', 'y') ON CONFLICT DO NOTHING;
+SELECT count(*) AS alice_rows FROM nsp_inbox;
+RESET ROLE;
+SET ROLE regress_nsp_bob;
+INSERT INTO nsp_inbox VALUES ('t-2', 'x');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- a grant takes effect at the next statement, in the same transaction
+BEGIN;
+SET LOCAL ROLE regress_nsp_bob;
+SELECT idem_claimed('a-1', 'nsp_pay');
+ROLLBACK;
+BEGIN;
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_bob', 'check');
+SET LOCAL ROLE regress_nsp_bob;
+SELECT idem_claimed('a-1', 'nsp_pay') AS bob_checks_after_grant;
+RESET ROLE;
+-- and a rollback takes it back
+ROLLBACK;
+SET ROLE regress_nsp_bob;
+SELECT idem_claimed('a-1', 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- a grant restricts a namespace before its first claim, without creating it
+SELECT idem_namespace_grant('nsp_fresh', 'regress_nsp_alice', 'claim') AS fresh;
+SELECT count(*) AS fresh_ns_rows FROM idempotency.namespaces WHERE name = 'nsp_fresh';
+SET ROLE regress_nsp_bob;
+SELECT idem_claim('f-1', 'nsp_fresh');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT count(*) AS still_no_ns_row FROM idempotency.namespaces WHERE name = 'nsp_fresh';
+SET ROLE regress_nsp_alice;
+SELECT idem_claim('f-1', 'nsp_fresh') AS alice_fresh;
+RESET ROLE;
+
+-- superusers are never refused
+SELECT idem_claimed('a-1', 'nsp_pay') AS superuser_check, idem_release('a-2', 'nsp_pay') AS superuser_release;
+
+-- a security definer function acts with its owner's privileges
+CREATE FUNCTION nsp_claim_as_alice(id text) RETURNS boolean
+    LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public
+    AS $$SELECT idem_claim(id, 'nsp_pay')$$;
+ALTER FUNCTION nsp_claim_as_alice(text) OWNER TO regress_nsp_alice;
+GRANT EXECUTE ON FUNCTION nsp_claim_as_alice(text) TO regress_nsp_bob;
+SET ROLE regress_nsp_bob;
+SELECT nsp_claim_as_alice('d-1') AS definer_claim;
+RESET ROLE;
+
+-- revoking the team's claim: alice may no longer claim, and the namespace
+-- stays restricted while it has any grant
+SELECT idem_namespace_revoke('nsp_pay', 'regress_nsp_team', 'claim') AS revoked;
+SELECT idem_namespace_revoke('nsp_pay', 'regress_nsp_team', 'claim') AS revoked_again;
+SET ROLE regress_nsp_alice;
+SELECT idem_claim('a-9', 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_claimed('a-1', 'nsp_pay') AS alice_still_checks;
+RESET ROLE;
+-- the last grant gone, the namespace is open again
+SELECT idem_namespace_revoke('nsp_pay', 'regress_nsp_alice', 'check') AS last_revoked;
+SET ROLE regress_nsp_bob;
+SELECT idem_claim('b-9', 'nsp_pay') AS bob_claims_open_again;
+RESET ROLE;
+
+-- a change by hand reaches the cache too
+INSERT INTO idempotency.namespace_grants (namespace, grantee, privilege)
+    VALUES ('nsp_pay', 'regress_nsp_alice', 'claim');
+SET ROLE regress_nsp_bob;
+SELECT idem_claim('b-10', 'nsp_pay');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+TRUNCATE idempotency.namespace_grants;
+SET ROLE regress_nsp_bob;
+SELECT idem_claim('b-10', 'nsp_pay') AS open_after_truncate;
+RESET ROLE;
+
+-- bad arguments
+SELECT idem_namespace_grant(NULL, 'regress_nsp_bob', 'claim');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_grant('nsp_pay', NULL, 'claim');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_bob', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_bob', 'CLAIM');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_grant('', 'regress_nsp_bob', 'claim');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_grant(repeat('n', 129), 'regress_nsp_bob', 'claim');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_grant(E'a\x1fb', 'regress_nsp_bob', 'claim');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_nosuch', 'claim');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_grant('nsp_pay', 0, 'claim');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_namespace_revoke('nsp_pay', 'regress_nsp_bob', 'bogus');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO idempotency.namespace_grants (namespace, grantee, privilege)
+    VALUES ('nsp_pay', 'regress_nsp_bob', 'admin');
+\echo :LAST_ERROR_SQLSTATE
+
+-- DROP ROLE refuses a grantee; DROP OWNED BY revokes its namespace privileges
+SELECT idem_namespace_grant('nsp_pay', 'regress_nsp_bob', 'check');
+REVOKE ALL ON idempotency.claims FROM regress_nsp_bob;
+REVOKE ALL ON nsp_inbox FROM regress_nsp_bob;
+DROP ROLE regress_nsp_bob;
+\echo :LAST_ERROR_SQLSTATE
+DROP ROLE IF EXISTS regress_nsp_bob;
+\echo :LAST_ERROR_SQLSTATE
+DROP OWNED BY regress_nsp_bob;
+SELECT count(*) AS bob_grants FROM idempotency.namespace_grants
+ WHERE grantee = 'regress_nsp_bob'::regrole;
+DROP ROLE regress_nsp_bob;
+
+DROP TABLE nsp_inbox;
+DROP FUNCTION nsp_claim_as_alice(text);
+SELECT idem_namespace_revoke(g.namespace, g.grantee, g.privilege)
+  FROM idempotency.namespace_grants g;
+REVOKE ALL ON idempotency.claims FROM regress_nsp_alice, regress_nsp_noinherit;
+REVOKE ALL ON idempotency.namespace_grants FROM regress_nsp_admin;
+REVOKE ALL ON FUNCTION idem_namespace_grant(text, regrole, text) FROM regress_nsp_admin;
+DROP ROLE regress_nsp_admin, regress_nsp_alice, regress_nsp_noinherit, regress_nsp_team;
