@@ -93,7 +93,11 @@ $$;
 -- before its first claim.  grantee is a regrole, so that pg_dump writes
 -- role names and a restore into another cluster maps them.
 CREATE TABLE idempotency.namespace_grants (
-    namespace   text COLLATE "C" NOT NULL,
+    namespace   text COLLATE "C" NOT NULL
+                -- the names idem_claim takes: 1 to 128 bytes, no 0x1f
+                CONSTRAINT namespace_grants_namespace_check
+                CHECK (octet_length(namespace) BETWEEN 1 AND 128
+                       AND strpos(namespace, E'\x1f') = 0),
     grantee     regrole NOT NULL,
     privilege   text COLLATE "C" NOT NULL
                 CONSTRAINT namespace_grants_privilege_check
@@ -131,6 +135,27 @@ CREATE FUNCTION idempotency.idem_namespace_visible(name text)
     LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 COMMENT ON FUNCTION idempotency.idem_namespace_visible(text) IS
     'may the current user check claims in this stored namespace? the filter of idem_claims';
+
+-- Statements on idempotency.claims itself honour the grants too: row-level
+-- security with these policies, for every role but the table's owner (the
+-- purge, pg_dump as a superuser).  The claim functions check the same
+-- grants themselves, so they accept these policies, and refuse any other.
+CREATE FUNCTION idempotency.idem_namespace_allows(ns integer, privilege text)
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_namespace_allows'
+    LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION idempotency.idem_namespace_allows(integer, text) IS
+    'may the current user claim, check or release in the namespace with this id? the policies on idempotency.claims';
+CREATE POLICY claims_namespace_check ON idempotency.claims FOR SELECT
+    USING (idempotency.idem_namespace_allows(ns, 'check'));
+CREATE POLICY claims_namespace_claim ON idempotency.claims FOR INSERT
+    WITH CHECK (idempotency.idem_namespace_allows(ns, 'claim'));
+CREATE POLICY claims_namespace_release ON idempotency.claims FOR DELETE
+    USING (idempotency.idem_namespace_allows(ns, 'release'));
+CREATE POLICY claims_namespace_update ON idempotency.claims FOR UPDATE
+    USING (idempotency.idem_namespace_allows(ns, 'claim'))
+    WITH CHECK (idempotency.idem_namespace_allows(ns, 'claim'));
+ALTER TABLE idempotency.claims ENABLE ROW LEVEL SECURITY;
 
 CREATE VIEW idem_namespace_privileges AS
     SELECT g.namespace, g.grantee, g.privilege, g.granted_at

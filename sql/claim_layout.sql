@@ -74,9 +74,12 @@ CREATE UNIQUE INDEX layout_uniq_copy ON idempotency.claims (ns, key);
 SELECT idem_claim('layout-uniq', 'layout') AS with_two_unique, idem_claim('layout-uniq', 'layout') AS again;
 DROP INDEX idempotency.layout_uniq_copy;
 
--- row-level security is refused for the roles it applies to, not bypassed
+-- row-level security is refused for the roles it applies to, not bypassed:
+-- the extension's own policies (namespace privileges, see
+-- namespace_privileges) are accepted, any other one is refused
 CREATE ROLE layout_tenant;
 GRANT SELECT, INSERT, DELETE ON idempotency.claims TO layout_tenant;
+SELECT relrowsecurity AS installed_with_rls FROM pg_class WHERE oid = 'idempotency.claims'::regclass;
 ALTER TABLE idempotency.claims ENABLE ROW LEVEL SECURITY;
 CREATE POLICY layout_one_ns ON idempotency.claims TO layout_tenant
     USING (ns = (SELECT id FROM idem_namespaces WHERE name = 'layout'));
@@ -89,7 +92,9 @@ RESET ROLE;
 -- the owner is not subject to it
 SELECT idem_claimed('layout-ok', 'layout') AS owner_reads;
 DROP POLICY layout_one_ns ON idempotency.claims;
-ALTER TABLE idempotency.claims DISABLE ROW LEVEL SECURITY;
+SET ROLE layout_tenant;
+SELECT idem_claim('layout-rls', 'other_tenant') AS with_own_policies_only;
+RESET ROLE;
 REVOKE ALL ON idempotency.claims FROM layout_tenant;
 DROP ROLE layout_tenant;
 

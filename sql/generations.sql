@@ -109,11 +109,11 @@ SELECT count(*) AS ddl_claims FROM idem_claims WHERE namespace = 'gen_week' AND 
 -- generations too, for the roles it applies to
 CREATE ROLE gen_tenant;
 GRANT SELECT, INSERT, DELETE ON idempotency.claims TO gen_tenant;
-ALTER TABLE idempotency.claims ENABLE ROW LEVEL SECURITY;
+CREATE POLICY gen_tenant_all ON idempotency.claims TO gen_tenant USING (true);
 SET ROLE gen_tenant;
 SELECT idem_claim('rls-1', 'gen_week');   -- error: row-level security
 RESET ROLE;
-ALTER TABLE idempotency.claims DISABLE ROW LEVEL SECURITY;
+DROP POLICY gen_tenant_all ON idempotency.claims;
 REVOKE ALL ON idempotency.claims FROM gen_tenant;
 DROP ROLE gen_tenant;
 

@@ -75,9 +75,23 @@ SELECT idem_claimed('00000000-0000-0000-0000-000000000001'::uuid, 'nsp_pay');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_release('a-1', 'nsp_pay');
 \echo :LAST_ERROR_SQLSTATE
-SELECT namespace, count(*) FROM idem_claims GROUP BY namespace ORDER BY namespace COLLATE "C";
--- the table privileges still allow a direct read of the table itself
-SELECT count(*) > 0 AS direct_read FROM idempotency.claims;
+SELECT namespace, count(*) FROM idem_claims WHERE namespace LIKE 'nsp%'
+ GROUP BY namespace ORDER BY namespace COLLATE "C";
+-- statements on the table itself honour the grants too (row-level
+-- security): bob sees, deletes and inserts nothing in nsp_pay
+SELECT count(*) AS bob_sees_in_pay FROM idempotency.claims
+ WHERE ns = (SELECT id FROM idem_namespaces WHERE name = 'nsp_pay');
+SELECT count(*) > 0 AS bob_sees_open FROM idempotency.claims
+ WHERE ns = (SELECT id FROM idem_namespaces WHERE name = 'nsp_open');
+DELETE FROM idempotency.claims WHERE ns = (SELECT id FROM idem_namespaces WHERE name = 'nsp_pay');
+INSERT INTO idempotency.claims (claimed_at, ns, key)
+    VALUES (now(), (SELECT id FROM idem_namespaces WHERE name = 'nsp_pay'), '\x6231');
+\echo :LAST_ERROR_SQLSTATE
+-- and row_security = off cannot lift them
+SET row_security = off;
+SELECT count(*) FROM idempotency.claims;
+\echo :LAST_ERROR_SQLSTATE
+RESET row_security;
 -- bob may not grant himself, nor edit the grants by hand
 INSERT INTO idempotency.namespace_grants (namespace, grantee, privilege)
     VALUES ('nsp_pay', 'regress_nsp_bob', 'claim');
@@ -89,6 +103,36 @@ SET ROLE regress_nsp_noinherit;
 SELECT idem_claim('n-1', 'nsp_pay');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+
+-- alice's direct statements in nsp_pay follow her grants: she sees the
+-- claims (check) and may insert (claim), but deletes nothing (no release)
+SET ROLE regress_nsp_alice;
+SELECT count(*) AS alice_sees_in_pay FROM idempotency.claims
+ WHERE ns = (SELECT id FROM idem_namespaces WHERE name = 'nsp_pay');
+DELETE FROM idempotency.claims WHERE ns = (SELECT id FROM idem_namespaces WHERE name = 'nsp_pay');
+RESET ROLE;
+
+-- the claim functions accept the extension's own policies only: with
+-- another one, or without the one a function's statement would need,
+-- they refuse (as for any row-level security they cannot apply)
+ALTER POLICY claims_namespace_release ON idempotency.claims USING (true);
+SET ROLE regress_nsp_bob;
+SELECT idem_claim('b-rls', 'nsp_open');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+ALTER POLICY claims_namespace_release ON idempotency.claims
+    USING (idempotency.idem_namespace_allows(ns, 'release'));
+SET ROLE regress_nsp_bob;
+SELECT idem_claim('b-rls', 'nsp_open') AS own_policies_again;
+RESET ROLE;
+DROP POLICY claims_namespace_release ON idempotency.claims;
+SET ROLE regress_nsp_bob;
+SELECT idem_claim('b-rls-2', 'nsp_open') AS claims_need_no_delete_policy;
+SELECT idem_release('b-rls-2', 'nsp_open');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+CREATE POLICY claims_namespace_release ON idempotency.claims FOR DELETE
+    USING (idempotency.idem_namespace_allows(ns, 'release'));
 
 -- the trigger form
 CREATE TABLE nsp_inbox (event_id text PRIMARY KEY, body text);
@@ -194,8 +238,11 @@ SELECT idem_namespace_grant('nsp_pay', 0, 'claim');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_namespace_revoke('nsp_pay', 'regress_nsp_bob', 'bogus');
 \echo :LAST_ERROR_SQLSTATE
-INSERT INTO idempotency.namespace_grants (namespace, grantee, privilege)
-    VALUES ('nsp_pay', 'regress_nsp_bob', 'admin');
+INSERT INTO idempotency.namespace_grants (namespace, grantee, privilege, granted_at)
+    VALUES ('nsp_pay', 'regress_nsp_bob', 'admin', '2026-01-01 00:00:00+00');
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO idempotency.namespace_grants (namespace, grantee, privilege, granted_at)
+    VALUES (E'a\x1fb', 'regress_nsp_bob', 'check', '2026-01-01 00:00:00+00');
 \echo :LAST_ERROR_SQLSTATE
 
 -- DROP ROLE refuses a grantee; DROP OWNED BY revokes its namespace privileges

@@ -28,7 +28,10 @@
  *	   with ExecConstraints.
  *	 - Triggers and rules are refused for writes: the path fires none.
  *	 - Row-level security is refused for every role it applies to (reads
- *	   included), rather than bypassed.
+ *	   included), rather than bypassed; except the extension's own
+ *	   policies (namespace privileges, nsgrant.c), which every claim
+ *	   function applies itself, when they are all there is and those the
+ *	   operation's statement would need are present.
  *
  * A refusal is an error that says what to remove.  The layout lives in a
  * generation of its own (inval.h), so one replaced mid-transaction stays
@@ -57,6 +60,7 @@
 
 #include "catalog.h"
 #include "claimrel.h"
+#include "nsgrant.h"
 #include "idempotency.h"
 #include "inval.h"
 
@@ -327,6 +331,51 @@ IdemClaimRelIndexes(IdemClaimRel *cr, Relation heap)
 					   pstrdup("Rebuild it with REINDEX TABLE idempotency.claims, or re-create the extension."));
 }
 
+/*
+ * Sort the table's row-level security policies into the extension's own
+ * (namespace privileges, which every claim function checks itself) and
+ * anyone else's, which the direct path cannot apply
+ */
+static void
+IdemClaimRelPolicies(IdemClaimRel *cr, Relation heap)
+{
+	ListCell   *lc;
+
+	cr->foreign_policies = false;
+	cr->own_policies = 0;
+	if (heap->rd_rsdesc == NULL)
+		return;
+	foreach(lc, heap->rd_rsdesc->policies)
+	{
+		int			kind = IdemNsGrantPolicyKind(lfirst(lc), cr->att_ns);
+
+		if (kind == 0)
+			cr->foreign_policies = true;
+		cr->own_policies |= kind;
+	}
+}
+
+/*
+ * Would the table's policies, for a role they apply to, allow what op does
+ * exactly as the namespace check of the claim functions does?  Only if
+ * every policy is the extension's own and those op's statement would need
+ * are there: reads need the SELECT policy, claims the INSERT one too,
+ * releases the DELETE one.  (The purge runs as the owner.)
+ */
+static bool
+IdemClaimRelPoliciesOurs(const IdemClaimRel *cr, IdemClaimOp op)
+{
+	int			need = IDEM_POLICY_SELECT;
+
+	if (cr->foreign_policies)
+		return false;
+	if (op == IDEM_OP_CLAIM)
+		need |= IDEM_POLICY_INSERT;
+	else if (op != IDEM_OP_CHECK)
+		need |= IDEM_POLICY_DELETE;
+	return (cr->own_policies & need) == need;
+}
+
 /* Build the layout of the claims table heap, in a new generation */
 static IdemClaimRel *
 IdemClaimRelBuild(Relation heap)
@@ -344,6 +393,7 @@ IdemClaimRelBuild(Relation heap)
 	IdemClaimRelColumns(cr, heap);
 	IdemClaimRelTriggers(cr, heap);
 	cr->row_security = heap->rd_rel->relrowsecurity;
+	IdemClaimRelPolicies(cr, heap);
 	if (heap->rd_rel->relkind != RELKIND_RELATION ||
 		heap->rd_rel->relam != HEAP_TABLE_AM_OID)
 		IdemRefusalSet(&cr->refuse_all, ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -400,13 +450,13 @@ IdemClaimRelGet(Relation heap, IdemClaimOp op)
 		IdemRefusalRaise(cr->refuse_writes);
 	if (op == IDEM_OP_CLAIM && cr->refuse_claims != NULL)
 		IdemRefusalRaise(cr->refuse_claims);
-	if (cr->row_security &&
+	if (cr->row_security && !IdemClaimRelPoliciesOurs(cr, op) &&
 		check_enable_rls(cr->relid, InvalidOid, false) == RLS_ENABLED)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("row-level security on idempotency.claims is not supported"),
 				 errdetail("Claims are read and written directly, without the executor, so policies cannot be applied; the functions refuse rather than bypass them."),
-				 errhint("Disable it with ALTER TABLE idempotency.claims DISABLE ROW LEVEL SECURITY, or call the functions as a role that bypasses it.")));
+				 errhint("Drop the policies on idempotency.claims that are not the extension's own (claims_namespace_*), or call the functions as a role that bypasses them.")));
 	cr->rri->ri_RelationDesc = heap;
 	return cr;
 }

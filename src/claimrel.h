@@ -44,6 +44,8 @@ typedef struct IdemClaimRel
 	AttrNumber	att_key;
 	AttrNumber	att_fingerprint;
 	bool		row_security;	/* relrowsecurity: ask check_enable_rls */
+	bool		foreign_policies;	/* a policy that is not the extension's */
+	int			own_policies;	/* the extension's own (IDEM_POLICY_*) */
 	bool		constraints;	/* CHECK or NOT NULL on the fingerprint:
 								 * run ExecConstraints */
 

@@ -264,9 +264,6 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			}
 		}
 	}
-	/* DROP ROLE and DROP OWNED BY: the roles' namespace privileges */
-	IdemNsGrantBeforeUtility(parsetree);
-
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context,
 							 params, queryEnv, dest, qc);
@@ -274,6 +271,7 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
 
+	/* DROP OWNED BY: the roles' namespace privileges too */
 	IdemNsGrantAfterUtility(parsetree);
 }
 

@@ -29,11 +29,16 @@
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "storage/lmgr.h"
+#include "utils/lsyscache.h"
+#include "nodes/makefuncs.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "commands/user.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type_d.h"
+#include "utils/array.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "nodes/parsenodes.h"
@@ -56,6 +61,7 @@
 PG_FUNCTION_INFO_V1(idem_namespace_grant);
 PG_FUNCTION_INFO_V1(idem_namespace_revoke);
 PG_FUNCTION_INFO_V1(idem_namespace_visible);
+PG_FUNCTION_INFO_V1(idem_namespace_allows);
 
 /* What a backend knows of the grants table */
 typedef enum IdemNsGrantState
@@ -77,11 +83,27 @@ typedef struct IdemNsGrantEntry
 	uint8		memo_held;
 } IdemNsGrantEntry;
 
+/* A stored namespace id of a restricted namespace (shard namespaces too) */
+typedef struct IdemNsGrantIdEntry
+{
+	int32		nsid;			/* hash key */
+	IdemNsGrantEntry *grants;
+} IdemNsGrantIdEntry;
+
 static IdemGenCache idem_grants_gen = IDEM_GEN_CACHE_INIT("idempotency namespace grants");
 static IdemNsGrantState idem_grants_state = IDEM_GRANTS_UNKNOWN;
-static HTAB *idem_grants = NULL;
+static HTAB *idem_grants = NULL;	/* by name */
+static HTAB *idem_grants_ids = NULL;	/* by namespace id */
 static IdemNsGrantEntry *idem_grants_last = NULL;
 static Oid	idem_grants_relid = InvalidOid;
+static Oid	idem_grants_ns_relid = InvalidOid;	/* idempotency.namespaces */
+static bool idem_grants_statement_only = false; /* read in parallel mode */
+
+static bool IdemNsGrantEntryHeld(IdemNsGrantEntry *e, int priv);
+static void IdemNsGrantObjectAccess(ObjectAccessType access, Oid classId,
+									Oid objectId, int subId, void *arg);
+
+static object_access_hook_type prev_object_access = NULL;
 
 /* The statement whose invalidation messages were last accepted */
 static TimestampTz idem_grants_stmt = 0;
@@ -93,12 +115,15 @@ IdemNsGrantReset(void)
 {
 	idem_grants_state = IDEM_GRANTS_UNKNOWN;
 	idem_grants = NULL;
+	idem_grants_ids = NULL;
 	idem_grants_last = NULL;
+	idem_grants_statement_only = false;
 	IdemGenCacheRetire(&idem_grants_gen);
 }
 
 /*
- * Relcache invalidation: of the grants table, of every relation, or of any
+ * Relcache invalidation: of the grants table, of the namespaces (a new
+ * namespace may have a restricted name), of every relation, or of any
  * relation while the table is not known (ALTER EXTENSION UPDATE creates it)
  */
 static void
@@ -107,7 +132,8 @@ IdemNsGrantInvalidate(Oid relid)
 	if (idem_grants_state == IDEM_GRANTS_UNKNOWN)
 		return;
 	if (relid == InvalidOid || !OidIsValid(idem_grants_relid) ||
-		relid == idem_grants_relid)
+		relid == idem_grants_relid ||
+		(relid == idem_grants_ns_relid && idem_grants_state == IDEM_GRANTS_SOME))
 		IdemNsGrantReset();
 }
 
@@ -125,7 +151,8 @@ IdemNsGrantInit(void)
 {
 	IdemInvalOnRelcache(IdemNsGrantInvalidate);
 	IdemInvalOnRoles(IdemNsGrantRolesChanged);
-	IdemInvalOnSchemas(IdemNsGrantRolesChanged);
+	prev_object_access = object_access_hook;
+	object_access_hook = IdemNsGrantObjectAccess;
 }
 
 /* The privilege bit of its SQL name, or an error */
@@ -163,7 +190,8 @@ IdemNsPrivilegeName(int priv)
 /* The transient state of IdemNsGrantsLoad */
 typedef struct IdemNsGrantFill
 {
-	HTAB	   *hash;
+	HTAB	   *hash;			/* by name */
+	HTAB	   *ids;			/* by namespace id */
 	MemoryContext cxt;
 } IdemNsGrantFill;
 
@@ -218,6 +246,32 @@ IdemNsGrantAddRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	e->ngrants++;
 }
 
+/* IdemOwnerRun callback: map one stored namespace id to its grants */
+static void
+IdemNsGrantAddId(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemNsGrantFill *fill = (IdemNsGrantFill *) arg;
+	bool		isnull[2];
+	Datum		nsid = heap_getattr(tuple, 1, desc, &isnull[0]);
+	Datum		name = heap_getattr(tuple, 2, desc, &isnull[1]);
+	IdemNsGrantEntry *e;
+	IdemNsGrantIdEntry *ie;
+	char	   *key;
+	int32		id;
+
+	if (isnull[0] || isnull[1])
+		return;
+	key = TextDatumGetCString(name);
+	if (strlen(key) > IDEM_MAX_NAMESPACE_BYTES)
+		return;
+	e = hash_search(fill->hash, key, HASH_FIND, NULL);
+	if (e == NULL)
+		return;
+	id = DatumGetInt32(nsid);
+	ie = hash_search(fill->ids, &id, HASH_ENTER, NULL);
+	ie->grants = e;
+}
+
 /*
  * Read the grants table into a new generation of the cache.  Reads the
  * latest committed state plus this transaction's changes, as the table's
@@ -254,14 +308,26 @@ IdemNsGrantsLoad(void)
 		ctl.hcxt = fill.cxt;
 		fill.hash = hash_create("idempotency namespace grants", 16, &ctl,
 								HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(int32);
+		ctl.entrysize = sizeof(IdemNsGrantIdEntry);
+		ctl.hcxt = fill.cxt;
+		fill.ids = hash_create("idempotency namespace grant ids", 16, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
 		tmp = AllocSetContextCreate(CurrentMemoryContext, "idempotency grants load",
 									ALLOCSET_SMALL_SIZES);
 		oldcxt = MemoryContextSwitchTo(tmp);
-		(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+		(void) IdemOwnerRun(relid, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 							"SELECT g.namespace, g.grantee::pg_catalog.oid, g.privilege"
 							" FROM idempotency.namespace_grants g",
 							0, NULL, NULL, NULL, IdemNsGrantAddRow, &fill);
+		/* the stored ids of restricted names, for the row policies */
+		if (hash_get_num_entries(fill.hash) > 0)
+			(void) IdemOwnerRun(relid, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+								"SELECT n.id, pg_catalog.split_part(n.name, E'\\x1f', 1)"
+								" FROM idempotency.namespaces n",
+								0, NULL, NULL, NULL, IdemNsGrantAddId, &fill);
 		MemoryContextSwitchTo(oldcxt);
 		MemoryContextDelete(tmp);
 
@@ -269,12 +335,23 @@ IdemNsGrantsLoad(void)
 			continue;			/* changed meanwhile: read again */
 
 		idem_grants_relid = relid;
+		idem_grants_ns_relid = cat.namespaces;
 		idem_grants = fill.hash;
+		idem_grants_ids = fill.ids;
 		idem_grants_last = NULL;
 		idem_grants_state = hash_get_num_entries(fill.hash) > 0 ?
 			IDEM_GRANTS_SOME : IDEM_GRANTS_NONE;
+
+		/*
+		 * Read under the query's snapshot in parallel mode: good for this
+		 * statement only (IdemNsGrantsRefresh), and never past the
+		 * transaction
+		 */
 		if (IsInParallelMode())
-			IdemGenCacheResetAtEnd(&idem_grants_gen, IdemNsGrantReset); /* read under the query's snapshot */
+		{
+			idem_grants_statement_only = true;
+			IdemGenCacheResetAtEnd(&idem_grants_gen, IdemNsGrantReset);
+		}
 		return;
 	}
 }
@@ -293,6 +370,8 @@ IdemNsGrantsRefresh(void)
 	{
 		idem_grants_stmt = stmt;
 		idem_grants_lxid = MyProc->lxid;
+		if (idem_grants_statement_only)
+			IdemNsGrantReset();
 		AcceptInvalidationMessages();
 	}
 	if (idem_grants_state == IDEM_GRANTS_UNKNOWN)
@@ -328,9 +407,6 @@ IdemNamespacePrivilegeHeld(const char *name, int len, int priv)
 {
 	const char *sep = memchr(name, IDEM_SHARD_SEP, len);
 	IdemNsGrantEntry *e;
-	Oid			user;
-	bool		held = false;
-	int			i;
 
 	IdemNsGrantsRefresh();
 	if (idem_grants_state != IDEM_GRANTS_SOME)
@@ -340,8 +416,17 @@ IdemNamespacePrivilegeHeld(const char *name, int len, int priv)
 	e = IdemNsGrantFind(name, len);
 	if (e == NULL)
 		return true;
+	return IdemNsGrantEntryHeld(e, priv);
+}
 
-	user = GetUserId();
+/* Does the current user hold priv in the restricted namespace e? */
+static bool
+IdemNsGrantEntryHeld(IdemNsGrantEntry *e, int priv)
+{
+	Oid			user = GetUserId();
+	bool		held = false;
+	int			i;
+
 	if (e->memo_user == user && (e->memo_held & priv) == priv)
 		return true;
 
@@ -398,37 +483,36 @@ IdemNsGrantArgs(FunctionCallInfo fcinfo, const char *funcname, text **name,
 
 	IdemValidateNamespace(*name);
 	(void) IdemNsPrivilegeParse(text_to_cstring(*priv));
+	PreventCommandIfReadOnly(funcname);
+
+	/*
+	 * Lock the role as GRANT does, so that a concurrent DROP ROLE either
+	 * sees this grant or has dropped the role before we look
+	 */
+	LockSharedObject(AuthIdRelationId, *role, 0, AccessShareLock);
 	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(*role)))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("role with OID %u does not exist", *role)));
-	PreventCommandIfReadOnly(funcname);
 }
 
 /*
  * Run a statement on idempotency.namespace_grants as the caller, whose
- * privileges on the table are checked as for any statement; returns the
- * rows it changed
+ * privileges on the table are checked as for any statement, against the
+ * latest state (a revoke under REPEATABLE READ finds a newer grant);
+ * returns the rows it changed
  */
 static uint64
 IdemNsGrantRun(const char *sql, text *name, Oid role, text *priv)
 {
-	IdemOwnerScope scope;
 	Oid			argtypes[3] = {TEXTOID, OIDOID, TEXTOID};
 	Datum		values[3];
-	uint64		n;
-	int			rc;
 
 	values[0] = PointerGetDatum(name);
 	values[1] = ObjectIdGetDatum(role);
 	values[2] = PointerGetDatum(priv);
-	IdemSpiScopeBegin(&scope, GetUserId(), true);
-	rc = SPI_execute_with_args(sql, 3, argtypes, values, NULL, false, 0);
-	if (rc < 0)
-		elog(ERROR, "could not run \"%s\": %s", sql, SPI_result_code_string(rc));
-	n = SPI_processed;
-	IdemOwnerScopeEnd(&scope);
-	return n;
+	return IdemRunAs(GetUserId(), IDEM_RUN_LATEST, sql, 3, argtypes, values,
+					 NULL, NULL, NULL);
 }
 
 /*
@@ -496,6 +580,107 @@ idem_namespace_visible(PG_FUNCTION_ARGS)
 }
 
 /*
+ * idempotency.idem_namespace_allows(ns integer, privilege text)
+ *		returns boolean
+ *
+ * Does the current user hold privilege in the namespace with id ns?  The
+ * expression of the row-level security policies on idempotency.claims, so
+ * that a statement on the table itself honours the namespace grants as the
+ * functions do.
+ */
+Datum
+idem_namespace_allows(PG_FUNCTION_ARGS)
+{
+	int32		nsid = PG_GETARG_INT32(0);
+	int			priv = IdemNsPrivilegeParse(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	IdemNsGrantIdEntry *ie;
+
+	IdemNsGrantsRefresh();
+	if (idem_grants_state != IDEM_GRANTS_SOME)
+		PG_RETURN_BOOL(true);
+	ie = hash_search(idem_grants_ids, &nsid, HASH_FIND, NULL);
+	if (ie == NULL)
+		PG_RETURN_BOOL(true);
+	PG_RETURN_BOOL(IdemNsGrantEntryHeld(ie->grants, priv));
+}
+
+/*
+ * Is expr idempotency.idem_namespace_allows(<the ns column>, 'priv')?
+ */
+static bool
+IdemNsGrantIsOurCheck(Expr *expr, AttrNumber att_ns, const char *priv)
+{
+	FuncExpr   *f;
+	Var		   *v;
+	Const	   *c;
+	char	   *name;
+
+	if (expr == NULL || !IsA(expr, FuncExpr))
+		return false;
+	f = (FuncExpr *) expr;
+	if (list_length(f->args) != 2 || !IsA(linitial(f->args), Var) ||
+		!IsA(lsecond(f->args), Const))
+		return false;
+	v = linitial(f->args);
+	c = lsecond(f->args);
+	if (v->varattno != att_ns || v->varlevelsup != 0 ||
+		c->consttype != TEXTOID || c->constisnull)
+		return false;
+	name = get_func_name(f->funcid);
+	if (name == NULL || strcmp(name, "idem_namespace_allows") != 0 ||
+		get_func_namespace(f->funcid) != get_namespace_oid(IDEM_SCHEMA_NAME, true))
+		return false;
+	return strcmp(TextDatumGetCString(c->constvalue), priv) == 0;
+}
+
+/*
+ * Which of the extension's own row-level security policies on the claims
+ * is p (IDEM_POLICY_*), or 0 if it is someone else's.  Ours are permissive,
+ * for PUBLIC, and call idem_namespace_allows with the privilege their
+ * command needs.
+ */
+int
+IdemNsGrantPolicyKind(RowSecurityPolicy *p, AttrNumber att_ns)
+{
+	Oid		   *roles;
+
+	if (!p->permissive || p->hassublinks || ARR_NDIM(p->roles) != 1 ||
+		ARR_DIMS(p->roles)[0] != 1)
+		return 0;
+	roles = (Oid *) ARR_DATA_PTR(p->roles);
+	if (roles[0] != ACL_ID_PUBLIC)
+		return 0;
+	switch (p->polcmd)
+	{
+		case ACL_SELECT_CHR:
+			if (strcmp(p->policy_name, "claims_namespace_check") == 0 &&
+				p->with_check_qual == NULL &&
+				IdemNsGrantIsOurCheck(p->qual, att_ns, "check"))
+				return IDEM_POLICY_SELECT;
+			break;
+		case ACL_INSERT_CHR:
+			if (strcmp(p->policy_name, "claims_namespace_claim") == 0 &&
+				p->qual == NULL &&
+				IdemNsGrantIsOurCheck(p->with_check_qual, att_ns, "claim"))
+				return IDEM_POLICY_INSERT;
+			break;
+		case ACL_DELETE_CHR:
+			if (strcmp(p->policy_name, "claims_namespace_release") == 0 &&
+				p->with_check_qual == NULL &&
+				IdemNsGrantIsOurCheck(p->qual, att_ns, "release"))
+				return IDEM_POLICY_DELETE;
+			break;
+		case ACL_UPDATE_CHR:
+			if (strcmp(p->policy_name, "claims_namespace_update") == 0 &&
+				IdemNsGrantIsOurCheck(p->qual, att_ns, "claim") &&
+				IdemNsGrantIsOurCheck(p->with_check_qual, att_ns, "claim"))
+				return IDEM_POLICY_UPDATE;
+			break;
+	}
+	return 0;
+}
+
+/*
  * The OID of idempotency.namespace_grants if the extension, at 1.1 or
  * later, is installed in this database; else InvalidOid
  */
@@ -519,47 +704,49 @@ IdemNsGrantKeepText(HeapTuple tuple, TupleDesc desc, void *arg)
 }
 
 /*
- * Before DROP ROLE: refuse to drop a role that holds namespace privileges
- * in this database, as PostgreSQL refuses one that holds privileges on
- * objects, so that no grant is left to a role that no longer exists.
- * Other databases' grants are not visible here; a grant to a dropped role
+ * DROP ROLE (object_access_hook, after DROP ROLE's own permission checks):
+ * refuse to drop a role that holds namespace privileges in this database,
+ * as PostgreSQL refuses one that holds privileges on objects, so that no
+ * grant is left to a role that no longer exists.  The role is locked first,
+ * as DROP ROLE locks it next, so a concurrent idem_namespace_grant (which
+ * locks it too) is either seen here or finds the role gone.  Other
+ * databases' grants are not visible here; a grant to a dropped role
  * matches no one.
  */
 static void
-IdemNsGrantBeforeDropRole(DropRoleStmt *stmt)
+IdemNsGrantDropRole(Oid role)
 {
 	Oid			grants = IdemNsGrantsTableIfInstalled();
-	ListCell   *lc;
+	Datum		arg = ObjectIdGetDatum(role);
+	Oid			argtype = OIDOID;
+	char	   *example = NULL;
 
 	if (!OidIsValid(grants))
 		return;
-	foreach(lc, stmt->roles)
-	{
-		RoleSpec   *spec = lfirst(lc);
-		Oid			role;
-		Datum		arg;
-		Oid			argtype = OIDOID;
-		char	   *example = NULL;
+	LockSharedObject(AuthIdRelationId, role, 0, AccessExclusiveLock);
+	if (IdemOwnerRun(grants, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+					 "SELECT g.namespace FROM idempotency.namespace_grants g"
+					 " WHERE g.grantee OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
+					 " ORDER BY g.namespace LIMIT 1",
+					 1, &argtype, &arg, NULL, IdemNsGrantKeepText, &example) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("role \"%s\" cannot be dropped because it holds namespace privileges",
+						GetUserNameFromId(role, false)),
+				 errdetail("It holds privileges in namespace \"%s\" of database \"%s\".",
+						   example ? example : "?", get_database_name(MyDatabaseId)),
+				 errhint("Revoke them with idem_namespace_revoke(), or run DROP OWNED BY in that database.")));
+}
 
-		if (spec->roletype != ROLESPEC_CSTRING)
-			continue;			/* DROP ROLE refuses the others itself */
-		role = get_role_oid(spec->rolename, true);
-		if (!OidIsValid(role))
-			continue;
-		arg = ObjectIdGetDatum(role);
-		if (IdemOwnerRun(grants, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
-						 "SELECT g.namespace FROM idempotency.namespace_grants g"
-						 " WHERE g.grantee OPERATOR(pg_catalog.=) $1::pg_catalog.regrole"
-						 " ORDER BY g.namespace LIMIT 1",
-						 1, &argtype, &arg, NULL, IdemNsGrantKeepText, &example) > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
-					 errmsg("role \"%s\" cannot be dropped because it holds namespace privileges",
-							spec->rolename),
-					 errdetail("It holds privileges in namespace \"%s\" of database \"%s\".",
-							   example ? example : "?", get_database_name(MyDatabaseId)),
-					 errhint("Revoke them with idem_namespace_revoke(), or run DROP OWNED BY in that database.")));
-	}
+/* object_access_hook: the drop of a role */
+static void
+IdemNsGrantObjectAccess(ObjectAccessType access, Oid classId, Oid objectId,
+						int subId, void *arg)
+{
+	if (prev_object_access)
+		prev_object_access(access, classId, objectId, subId, arg);
+	if (access == OAT_DROP && classId == AuthIdRelationId)
+		IdemNsGrantDropRole(objectId);
 }
 
 /*
@@ -576,25 +763,30 @@ IdemNsGrantAfterDropOwned(DropOwnedStmt *stmt)
 
 	if (!OidIsValid(grants))
 		return;
+
+	/*
+	 * A role may DROP OWNED BY itself; that must not open a namespace whose
+	 * only grantee it is to everyone.  Only those who may delete grants
+	 * revoke them here; for the others they stay, and DROP ROLE says so.
+	 */
+	if (pg_class_aclcheck(grants, GetUserId(), ACL_DELETE) != ACLCHECK_OK)
+	{
+		ereport(NOTICE,
+				(errmsg("namespace privileges of the roles are kept"),
+				 errdetail("Revoking them needs DELETE on idempotency.namespace_grants.")));
+		return;
+	}
 	roles = roleSpecsToIds(stmt->roles);
 	foreach(lc, roles)
 	{
 		Datum		arg = ObjectIdGetDatum(lfirst_oid(lc));
 		Oid			argtype = OIDOID;
 
-		(void) IdemOwnerRun(grants, 0,
+		(void) IdemOwnerRun(grants, IDEM_RUN_LATEST,
 							"DELETE FROM idempotency.namespace_grants g"
 							" WHERE g.grantee OPERATOR(pg_catalog.=) $1::pg_catalog.regrole",
 							1, &argtype, &arg, NULL, NULL, NULL);
 	}
-}
-
-/* The utility hook's part (generation.c): before the statement runs */
-void
-IdemNsGrantBeforeUtility(Node *parsetree)
-{
-	if (IsA(parsetree, DropRoleStmt))
-		IdemNsGrantBeforeDropRole((DropRoleStmt *) parsetree);
 }
 
 /* The utility hook's part: after the statement ran */

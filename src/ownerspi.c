@@ -110,13 +110,25 @@ uint64
 IdemOwnerRun(Oid relid, int flags, const char *sql, int nargs, Oid *argtypes,
 			 Datum *values, const char *nulls, IdemRowCallback each, void *arg)
 {
+	return IdemRunAs(IdemRelationOwner(relid), flags, sql, nargs, argtypes,
+					 values, nulls, each, arg);
+}
+
+/*
+ * IdemOwnerRun as roleid: the caller, for statements whose privileges are
+ * checked as for any statement of the caller's
+ */
+uint64
+IdemRunAs(Oid roleid, int flags, const char *sql, int nargs, Oid *argtypes,
+		  Datum *values, const char *nulls, IdemRowCallback each, void *arg)
+{
 	MemoryContext callercxt = CurrentMemoryContext;
 	bool		read_only = (flags & IDEM_RUN_READ_ONLY) != 0;
 	IdemOwnerScope scope;
 	uint64		processed;
 	int			rc;
 
-	IdemOwnerScopeBegin(&scope, relid);
+	IdemSpiScopeBegin(&scope, roleid, true);
 	if (flags & IDEM_RUN_LATEST)
 		rc = IdemSpiExecute(sql, nargs, argtypes, values, nulls, read_only, 0);
 	else

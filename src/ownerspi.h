@@ -31,6 +31,9 @@ typedef void (*IdemRowCallback) (HeapTuple tuple, TupleDesc desc, void *arg);
 extern uint64 IdemOwnerRun(Oid relid, int flags, const char *sql, int nargs,
 						   Oid *argtypes, Datum *values, const char *nulls,
 						   IdemRowCallback each, void *arg);
+extern uint64 IdemRunAs(Oid roleid, int flags, const char *sql, int nargs,
+						Oid *argtypes, Datum *values, const char *nulls,
+						IdemRowCallback each, void *arg);
 extern void IdemOwnerScopeBegin(IdemOwnerScope *scope, Oid relid);
 extern void IdemSpiScopeBegin(IdemOwnerScope *scope, Oid roleid,
 							  bool pin_search_path);
