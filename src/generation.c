@@ -145,6 +145,7 @@ IdemGenRootOid(void)
 static void
 IdemGenExecutorStart(QueryDesc *queryDesc, int eflags)
 {
+	IdemNsGrantExecutorStart(); /* a statement: see IdemNsGrantsRefresh */
 	if ((eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0 &&
 		queryDesc->plannedstmt->resultRelations != NIL)
 	{

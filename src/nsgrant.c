@@ -22,7 +22,8 @@
  * invalidation; so that a grant or revoke takes effect at the next
  * statement of every backend even inside a transaction, where no lock
  * acquisition may process invalidations, the first check of each statement
- * accepts pending invalidation messages.  Role and membership changes drop
+ * (a new statement start time, transaction or executor start) accepts
+ * pending invalidation messages.  Role and membership changes drop
  * the cache too.
  */
 #include "postgres.h"
@@ -105,9 +106,16 @@ static void IdemNsGrantObjectAccess(ObjectAccessType access, Oid classId,
 
 static object_access_hook_type prev_object_access = NULL;
 
-/* The statement whose invalidation messages were last accepted */
+/*
+ * The statement whose invalidation messages were last accepted: its start
+ * time, its transaction, and the count of executor starts (several
+ * statements of one simple-query message share a start time; so do the
+ * statements of a PL/pgSQL function)
+ */
 static TimestampTz idem_grants_stmt = 0;
 static LocalTransactionId idem_grants_lxid = InvalidLocalTransactionId;
+static uint64 idem_grants_executor_seen = 0;
+static uint64 idem_executor_starts = 0;
 
 /* Forget the grants; they are read again at the next check */
 static void
@@ -366,16 +374,25 @@ IdemNsGrantsRefresh(void)
 {
 	TimestampTz stmt = GetCurrentStatementStartTimestamp();
 
-	if (stmt != idem_grants_stmt || MyProc->lxid != idem_grants_lxid)
+	if (stmt != idem_grants_stmt || MyProc->lxid != idem_grants_lxid ||
+		idem_executor_starts != idem_grants_executor_seen)
 	{
 		idem_grants_stmt = stmt;
 		idem_grants_lxid = MyProc->lxid;
+		idem_grants_executor_seen = idem_executor_starts;
 		if (idem_grants_statement_only)
 			IdemNsGrantReset();
 		AcceptInvalidationMessages();
 	}
 	if (idem_grants_state == IDEM_GRANTS_UNKNOWN)
 		IdemNsGrantsLoad();
+}
+
+/* An executor starts a statement (generation.c's ExecutorStart hook) */
+void
+IdemNsGrantExecutorStart(void)
+{
+	idem_executor_starts++;
 }
 
 /* The grants of a namespace (a user's name: no shard suffix), or NULL */

@@ -27,5 +27,6 @@ extern void IdemCheckNamespacePrivilege(const text *name, int priv);
 extern bool IdemNamespacePrivilegeHeld(const char *name, int len, int priv);
 extern int	IdemNsGrantPolicyKind(RowSecurityPolicy *p, AttrNumber att_ns);
 extern void IdemNsGrantAfterUtility(Node *parsetree);
+extern void IdemNsGrantExecutorStart(void);
 
 #endif							/* IDEM_NSGRANT_H */

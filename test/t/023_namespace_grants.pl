@@ -57,6 +57,26 @@ is(abilities($primary, 'postgres', 'tenant_b', 'b-new'), 'claim:denied check:t r
 is(abilities($primary, 'postgres', 'tenant_c', 'c-new'), 'claim:denied check:denied rows:0',
 	'primary: a role with table privileges but no grant');
 
+# one simple-query message of several statements: a revoke committed during
+# its second statement reaches its third
+my $multi = $primary->background_psql('postgres', on_error_stop => 0);
+$multi->query_safe(q{SET ROLE tenant_a});
+$multi->query_until(qr/sent/, q{\echo sent
+SELECT idem_claim('m-1', 'pay') \; SELECT pg_sleep(5) \; SELECT idem_claim('m-2', 'pay');
+});
+ok($primary->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity
+	 WHERE query LIKE 'SELECT idem_claim(''m-1''%' AND wait_event = 'PgSleep'}),
+	'the three-statement message is in its pg_sleep');
+$primary->safe_psql('postgres', q{SELECT idem_namespace_revoke('pay', 'tenant_a', 'claim')});
+$multi->query(q{SELECT 'done'});
+like($multi->{stderr}, qr/permission denied for namespace "pay"/,
+	'the revoke reaches the next statement of the same message');
+$multi->quit;
+is($primary->safe_psql('postgres', q{SELECT idem_claimed('m-1', 'pay')::text || idem_claimed('m-2', 'pay')::text}),
+	'falsefalse', 'and the message, one implicit transaction, claimed nothing');
+$primary->safe_psql('postgres', q{SELECT idem_namespace_grant('pay', 'tenant_a', 'claim')});
+
 # --- standby ----------------------------------------------------------------
 $primary->backup('bk');
 my $standby = PostgreSQL::Test::Cluster->new('nsg_standby');
