@@ -785,16 +785,34 @@ CREATE FUNCTION idempotency.idem_namespace_allows(ns integer, privilege text)
     LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
 COMMENT ON FUNCTION idempotency.idem_namespace_allows(integer, text) IS
     'may the current user claim, check or release in the namespace with this id? the policies on idempotency.claims';
-CREATE POLICY claims_namespace_check ON idempotency.claims FOR SELECT
-    USING (idempotency.idem_namespace_allows(ns, 'check'));
-CREATE POLICY claims_namespace_claim ON idempotency.claims FOR INSERT
-    WITH CHECK (idempotency.idem_namespace_allows(ns, 'claim'));
-CREATE POLICY claims_namespace_release ON idempotency.claims FOR DELETE
-    USING (idempotency.idem_namespace_allows(ns, 'release'));
-CREATE POLICY claims_namespace_update ON idempotency.claims FOR UPDATE
-    USING (idempotency.idem_namespace_allows(ns, 'claim'))
-    WITH CHECK (idempotency.idem_namespace_allows(ns, 'claim'));
-ALTER TABLE idempotency.claims ENABLE ROW LEVEL SECURITY;
+-- The same policies on every generation, whose table can be named directly
+-- (pg_read_all_data can read it): here for those made at 1.0, and by the
+-- code for every new one.
+CREATE FUNCTION idempotency.idem_claims_policies(rel regclass)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    EXECUTE format('CREATE POLICY claims_namespace_check ON %s FOR SELECT'
+                   ' USING (idempotency.idem_namespace_allows(ns, %L))', rel, 'check');
+    EXECUTE format('CREATE POLICY claims_namespace_claim ON %s FOR INSERT'
+                   ' WITH CHECK (idempotency.idem_namespace_allows(ns, %L))', rel, 'claim');
+    EXECUTE format('CREATE POLICY claims_namespace_release ON %s FOR DELETE'
+                   ' USING (idempotency.idem_namespace_allows(ns, %L))', rel, 'release');
+    EXECUTE format('CREATE POLICY claims_namespace_update ON %s FOR UPDATE'
+                   ' USING (idempotency.idem_namespace_allows(ns, %L))'
+                   ' WITH CHECK (idempotency.idem_namespace_allows(ns, %L))', rel, 'claim', 'claim');
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', rel);
+END
+$$;
+COMMENT ON FUNCTION idempotency.idem_claims_policies(regclass) IS
+    'create the namespace policies on the claims or one of their generations';
+REVOKE ALL ON FUNCTION idempotency.idem_claims_policies(regclass) FROM PUBLIC;
+SELECT idempotency.idem_claims_policies('idempotency.claims');
+SELECT idempotency.idem_claims_policies(i.inhrelid::pg_catalog.regclass)
+  FROM pg_catalog.pg_inherits i
+ WHERE i.inhparent OPERATOR(pg_catalog.=) 'idempotency.claims'::pg_catalog.regclass;
 
 CREATE VIEW idem_namespace_privileges AS
     SELECT g.namespace, g.grantee, g.privilege, g.granted_at

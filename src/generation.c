@@ -175,6 +175,7 @@ IdemGenXactCallback(XactEvent event, void *arg pg_attribute_unused())
 {
 	ListCell   *lc;
 
+	IdemGenSwitchEnd(event);
 	if (idem_gen_dropped == NIL)
 		return;
 	if (event == XACT_EVENT_COMMIT)
@@ -420,7 +421,16 @@ IdemGenMapBuild(MemoryContext cxt)
 	IdemGenMap *map = MemoryContextAllocZero(cxt, sizeof(IdemGenMap));
 	int			i;
 
+	/*
+	 * The count of opens, then whether a switch is in flight, then the
+	 * rows.  A switch counts its open before it commits, so while one is in
+	 * flight the count may include a generation the rows do not show yet:
+	 * then the map claims one open fewer, so that a claimer's check after
+	 * its insertion (IdemStoreCatchUp) reads the generations again.
+	 */
 	map->opens = IdemGenOpensRead();
+	if (IdemGenSwitchInFlight() && map->opens != PG_UINT64_MAX && map->opens > 0)
+		map->opens--;
 	map->gens = IdemGenLoad(cxt, &map->ngens);
 	map->version = ++idem_genmap_version;
 	for (i = 0; i < map->ngens; i++)
@@ -665,6 +675,11 @@ IdemGenOpen(int32 c, IdemGeneration *old)
 	IdemGenRun(psprintf("ALTER TABLE " IDEM_SCHEMA_NAME ".%s ADD CONSTRAINT %s PRIMARY KEY (key, ns)",
 						name, quote_identifier(psprintf("%s_pkey", name))),
 			   0, NULL, NULL, NULL);
+	/* the namespace policies (1.1), since the table can be named directly */
+	if (OidIsValid(IdemNamespaceGrantsRelation()))
+		IdemGenRun(psprintf("SELECT idempotency.idem_claims_policies('" IDEM_SCHEMA_NAME ".%s')",
+							name),
+				   0, NULL, NULL, NULL);
 	if (old != NULL)
 	{
 		values[0] = Int32GetDatum(old->id);

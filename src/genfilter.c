@@ -74,6 +74,7 @@ typedef struct IdemGenDb
 {
 	pg_atomic_uint32 dbid;		/* 0: free */
 	pg_atomic_uint64 opens;		/* generations opened: see IdemGenOpensRead */
+	pg_atomic_uint32 switching; /* transactions that opened one, in flight */
 	pg_atomic_uint64 rootbits[IDEM_GEN_NS_WORDS];	/* idempotency.claims */
 } IdemGenDb;
 
@@ -92,6 +93,7 @@ int			idem_filter_memory_kb = 65536;
 int			idem_filter_bits_per_claim = 10;
 
 static IdemGenShared *idem_gen_shared = NULL;
+static IdemGenDb *idem_gen_switching_db = NULL;	/* counted as switching there */
 static char *idem_gen_arena = NULL;
 
 /* Define the GUCs of the filters */
@@ -145,6 +147,7 @@ IdemGenFilterShmemInit(void)
 
 		pg_atomic_init_u32(&idem_gen_shared->dbs[i].dbid, 0);
 		pg_atomic_init_u64(&idem_gen_shared->dbs[i].opens, 0);
+		pg_atomic_init_u32(&idem_gen_shared->dbs[i].switching, 0);
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_init_u64(&idem_gen_shared->dbs[i].rootbits[w], PG_UINT64_MAX);
 	}
@@ -536,6 +539,7 @@ IdemGenDbGet(void)
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_write_u64(&free_db->rootbits[w], PG_UINT64_MAX);
 		pg_atomic_write_u64(&free_db->opens, 0);
+		pg_atomic_write_u32(&free_db->switching, 0);
 		pg_write_barrier();
 		pg_atomic_write_u32(&free_db->dbid, MyDatabaseId);
 		mine = free_db;
@@ -561,14 +565,65 @@ IdemGenOpensRead(void)
 	return pg_atomic_read_u64(&db->opens);
 }
 
-/* Count a generation about to be opened; before its transaction commits */
+/*
+ * Count a generation about to be opened; before its transaction commits.
+ * The transaction counts as switching (IdemGenSwitchInFlight) until it
+ * ends, first, so that whoever reads the count of opens including this one
+ * and then finds no switch in flight knows this one committed (or
+ * aborted) before.
+ */
 void
 IdemGenOpensBump(void)
 {
 	IdemGenDb  *db = IdemGenDbGet();
 
-	if (db != NULL)
-		(void) pg_atomic_fetch_add_u64(&db->opens, 1);
+	if (db == NULL)
+		return;
+	if (idem_gen_switching_db == NULL)
+	{
+		(void) pg_atomic_fetch_add_u32(&db->switching, 1);
+		idem_gen_switching_db = db;
+	}
+	(void) pg_atomic_fetch_add_u64(&db->opens, 1);
+}
+
+/*
+ * Is a transaction that opened a generation in flight in this database?
+ * Read after the count of opens: if not, every open counted there has
+ * committed, and is seen by a snapshot taken next, or has aborted.
+ */
+bool
+IdemGenSwitchInFlight(void)
+{
+	IdemGenDb  *db = IdemGenDbGet();
+
+	if (db == NULL)
+		return false;
+	pg_memory_barrier();
+	return pg_atomic_read_u32(&db->switching) > 0;
+}
+
+/*
+ * The transaction ends (transaction callback): it no longer counts as
+ * switching.  At commit this runs once the transaction is visible to new
+ * snapshots.  A transaction that opened a generation cannot be prepared:
+ * its generation would stay unseen while counted.
+ */
+void
+IdemGenSwitchEnd(XactEvent event)
+{
+	if (idem_gen_switching_db == NULL)
+		return;
+	if (event == XACT_EVENT_PRE_PREPARE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has opened a claim generation")));
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		(void) pg_atomic_fetch_sub_u32(&idem_gen_switching_db->switching, 1);
+		idem_gen_switching_db = NULL;
+	}
 }
 
 /*

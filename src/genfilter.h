@@ -8,6 +8,8 @@
 
 #include "postgres.h"
 
+#include "access/xact.h"
+
 #include "port/atomics.h"
 
 /* Generations the shared state tracks at once */
@@ -47,6 +49,8 @@ extern void IdemGenSlotFree(int32 gen_id);
 extern void IdemGenSlotSweep(const int32 *live, int nlive);
 extern uint64 IdemGenOpensRead(void);
 extern void IdemGenOpensBump(void);
+extern bool IdemGenSwitchInFlight(void);
+extern void IdemGenSwitchEnd(XactEvent event);
 extern void IdemGenDbForget(void);
 extern void IdemGenAnnounce(int slot, int32 gen_id, int32 nsid);
 extern bool IdemGenMayHoldNamespace(int slot, int32 gen_id, int32 nsid);

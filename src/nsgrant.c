@@ -163,9 +163,9 @@ IdemNsGrantInit(void)
 	object_access_hook = IdemNsGrantObjectAccess;
 }
 
-/* The privilege bit of its SQL name, or an error */
+/* The privilege bit of its SQL name, or 0 */
 static int
-IdemNsPrivilegeParse(const char *name)
+IdemNsPrivilegeBit(const char *name)
 {
 	if (strcmp(name, "claim") == 0)
 		return IDEM_NSPRIV_CLAIM;
@@ -173,6 +173,17 @@ IdemNsPrivilegeParse(const char *name)
 		return IDEM_NSPRIV_CHECK;
 	if (strcmp(name, "release") == 0)
 		return IDEM_NSPRIV_RELEASE;
+	return 0;
+}
+
+/* The privilege bit of its SQL name, or an error */
+static int
+IdemNsPrivilegeParse(const char *name)
+{
+	int			bit = IdemNsPrivilegeBit(name);
+
+	if (bit != 0)
+		return bit;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unrecognized namespace privilege \"%s\"", name),
@@ -223,7 +234,12 @@ IdemNsGrantAddRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	key = TextDatumGetCString(name);
 	if (strlen(key) > IDEM_MAX_NAMESPACE_BYTES)
 		return;					/* no claim can be in such a namespace */
-	bit = IdemNsPrivilegeParse(TextDatumGetCString(priv));
+
+	/*
+	 * An unknown privilege (the CHECK forbids it) grants nothing, but still
+	 * restricts the namespace: rather that than an error in every claim
+	 */
+	bit = IdemNsPrivilegeBit(TextDatumGetCString(priv));
 
 	e = hash_search(fill->hash, key, HASH_ENTER, &found);
 	if (!found)
@@ -254,7 +270,10 @@ IdemNsGrantAddRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	e->ngrants++;
 }
 
-/* IdemOwnerRun callback: map one stored namespace id to its grants */
+/*
+ * IdemOwnerRun callback: map one stored namespace id to its grants, or to
+ * none (NULL) if its name is not restricted
+ */
 static void
 IdemNsGrantAddId(HeapTuple tuple, TupleDesc desc, void *arg)
 {
@@ -270,11 +289,8 @@ IdemNsGrantAddId(HeapTuple tuple, TupleDesc desc, void *arg)
 	if (isnull[0] || isnull[1])
 		return;
 	key = TextDatumGetCString(name);
-	if (strlen(key) > IDEM_MAX_NAMESPACE_BYTES)
-		return;
-	e = hash_search(fill->hash, key, HASH_FIND, NULL);
-	if (e == NULL)
-		return;
+	e = strlen(key) > IDEM_MAX_NAMESPACE_BYTES ? NULL :
+		hash_search(fill->hash, key, HASH_FIND, NULL);
 	id = DatumGetInt32(nsid);
 	ie = hash_search(fill->ids, &id, HASH_ENTER, NULL);
 	ie->grants = e;
@@ -330,7 +346,7 @@ IdemNsGrantsLoad(void)
 							"SELECT g.namespace, g.grantee::pg_catalog.oid, g.privilege"
 							" FROM idempotency.namespace_grants g",
 							0, NULL, NULL, NULL, IdemNsGrantAddRow, &fill);
-		/* the stored ids of restricted names, for the row policies */
+		/* every stored namespace id, for the row policies */
 		if (hash_get_num_entries(fill.hash) > 0)
 			(void) IdemOwnerRun(relid, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 								"SELECT n.id, pg_catalog.split_part(n.name, E'\\x1f', 1)"
@@ -616,7 +632,14 @@ idem_namespace_allows(PG_FUNCTION_ARGS)
 	if (idem_grants_state != IDEM_GRANTS_SOME)
 		PG_RETURN_BOOL(true);
 	ie = hash_search(idem_grants_ids, &nsid, HASH_FIND, NULL);
+
+	/*
+	 * An id no namespace has (yet): a claim planted there could belong to
+	 * a restricted namespace created later, so only superusers may
+	 */
 	if (ie == NULL)
+		PG_RETURN_BOOL(superuser());
+	if (ie->grants == NULL)
 		PG_RETURN_BOOL(true);
 	PG_RETURN_BOOL(IdemNsGrantEntryHeld(ie->grants, priv));
 }
