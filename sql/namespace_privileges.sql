@@ -9,7 +9,12 @@ CREATE ROLE regress_nsp_bob LOGIN;
 CREATE ROLE regress_nsp_noinherit LOGIN NOINHERIT IN ROLE regress_nsp_team;
 GRANT INSERT, SELECT, DELETE ON idempotency.claims
     TO regress_nsp_alice, regress_nsp_bob, regress_nsp_noinherit;
-SELECT idem_namespace_define('nsp_pay', '1 day');
+-- a TTL class of its own, the only one with generations here, so that its
+-- claims are in a generation and no other file's are
+SELECT idem_namespace_define('nsp_pay', '400 days');
+SET idempotency.generation_min_ttl = '300d';
+SELECT idem_generation_switch('nsp_pay') AS nsp_pay_generations_opened;
+RESET idempotency.generation_min_ttl;
 SELECT idem_claim('before', 'nsp_pay') AS claimed_before_any_grant;
 
 -- an unrestricted namespace: everyone with the table privileges may act
@@ -87,6 +92,10 @@ DELETE FROM idempotency.claims WHERE ns = (SELECT id FROM idem_namespaces WHERE 
 INSERT INTO idempotency.claims (claimed_at, ns, key)
     VALUES (now(), (SELECT id FROM idem_namespaces WHERE name = 'nsp_pay'), '\x6231');
 \echo :LAST_ERROR_SQLSTATE
+-- nor with an id no namespace has yet: a restricted namespace may get it
+INSERT INTO idempotency.claims (claimed_at, ns, key)
+    VALUES (now(), (SELECT max(id) + 1 FROM idempotency.namespaces), '\x6232');
+\echo :LAST_ERROR_SQLSTATE
 -- and row_security = off cannot lift them
 SET row_security = off;
 SELECT count(*) FROM idempotency.claims;
@@ -97,6 +106,43 @@ INSERT INTO idempotency.namespace_grants (namespace, grantee, privilege)
     VALUES ('nsp_pay', 'regress_nsp_bob', 'claim');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
+
+-- a generation's table, named directly by a role that may read every
+-- table (pg_read_all_data), has the same policies
+CREATE ROLE regress_nsp_reader IN ROLE pg_read_all_data;
+SET ROLE regress_nsp_reader;
+SELECT count(*) AS reader_sees_in_pay_generation
+  FROM idempotency.claims c
+ WHERE c.tableoid <> 'idempotency.claims'::regclass
+   AND c.ns = (SELECT id FROM idem_namespaces WHERE name = 'nsp_pay');
+RESET ROLE;
+SELECT count(*) > 0 AS owner_sees_in_pay_generation
+  FROM idempotency.claims c
+ WHERE c.tableoid <> 'idempotency.claims'::regclass
+   AND c.ns = (SELECT id FROM idem_namespaces WHERE name = 'nsp_pay');
+SET ROLE regress_nsp_reader;
+DO $$
+DECLARE
+    rel regclass;
+    n bigint;
+    total bigint := 0;
+BEGIN
+    FOR rel IN SELECT i.inhrelid::regclass FROM pg_inherits i
+                WHERE i.inhparent = 'idempotency.claims'::regclass LOOP
+        EXECUTE format('SELECT count(*) FROM %s c WHERE c.ns = (SELECT id FROM idem_namespaces WHERE name = %L)',
+                       rel, 'nsp_pay') INTO n;
+        total := total + n;
+    END LOOP;
+    RAISE WARNING 'restricted claims the reader sees in generation tables: %', total;
+END
+$$;
+RESET ROLE;
+SELECT count(*) AS generations_without_the_policies
+  FROM pg_inherits i
+ WHERE i.inhparent = 'idempotency.claims'::regclass
+   AND (NOT (SELECT relrowsecurity FROM pg_class WHERE oid = i.inhrelid)
+        OR (SELECT count(*) FROM pg_policy p WHERE p.polrelid = i.inhrelid
+             AND p.polname LIKE 'claims_namespace_%') <> 4);
 
 -- NOINHERIT: membership without inheritance does not count, SET ROLE does
 SET ROLE regress_nsp_noinherit;
@@ -258,6 +304,14 @@ SELECT count(*) AS bob_grants FROM idempotency.namespace_grants
  WHERE grantee = 'regress_nsp_bob'::regrole;
 DROP ROLE regress_nsp_bob;
 
+-- a transaction that opened a generation cannot be prepared (and its
+-- rollback leaves the generations as they were)
+BEGIN;
+SET LOCAL idempotency.generation_min_ttl = '300d';
+SELECT idem_generation_switch('nsp_pay') AS opened;
+PREPARE TRANSACTION 'nsp_switch';
+\echo :LAST_ERROR_SQLSTATE
+
 DROP TABLE nsp_inbox;
 DROP FUNCTION nsp_claim_as_alice(text);
 SELECT idem_namespace_revoke(g.namespace, g.grantee, g.privilege)
@@ -265,4 +319,5 @@ SELECT idem_namespace_revoke(g.namespace, g.grantee, g.privilege)
 REVOKE ALL ON idempotency.claims FROM regress_nsp_alice, regress_nsp_noinherit;
 REVOKE ALL ON idempotency.namespace_grants FROM regress_nsp_admin;
 REVOKE ALL ON FUNCTION idem_namespace_grant(text, regrole, text) FROM regress_nsp_admin;
-DROP ROLE regress_nsp_admin, regress_nsp_alice, regress_nsp_noinherit, regress_nsp_team;
+DROP ROLE regress_nsp_admin, regress_nsp_alice, regress_nsp_noinherit, regress_nsp_team,
+    regress_nsp_reader;
