@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 BEGIN;
-SELECT plan(34);
+SELECT plan(36);
 
 SELECT table_privs_are('idempotency', 'claims', 'public', ARRAY[]::text[],
                        'PUBLIC has no privileges on claims until granted');
@@ -45,6 +45,11 @@ SELECT function_privs_are('public', 'idem_namespace_grant', ARRAY['text', 'regro
                           'public', ARRAY[]::text[], 'granting namespace privileges is for administrators');
 SELECT function_privs_are('public', 'idem_namespace_revoke', ARRAY['text', 'regrole', 'text'],
                           'public', ARRAY[]::text[], 'revoking them too');
+SELECT function_privs_are('idempotency', 'idem_claims_policies', ARRAY['regclass'],
+                          'public', ARRAY[]::text[], 'creating the claims policies is for administrators');
+SELECT is((SELECT count(*)::int FROM pg_policy
+            WHERE polrelid = 'idempotency.claims'::regclass AND polname LIKE 'claims_namespace_%'),
+          4, 'the claims carry the four namespace policies');
 SELECT function_privs_are('idempotency', 'idem_namespace_visible', ARRAY['text'],
                           'public', ARRAY['EXECUTE'], 'the idem_claims filter is executable by everyone');
 SELECT is((SELECT prosecdef FROM pg_proc
