@@ -34,7 +34,6 @@
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 #include "nodes/makefuncs.h"
-#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "commands/user.h"
 #include "catalog/pg_authid.h"
@@ -773,9 +772,9 @@ IdemNsGrantDropRole(Oid role)
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 				 errmsg("role \"%s\" cannot be dropped because it holds namespace privileges",
 						GetUserNameFromId(role, false)),
-				 errdetail("It holds privileges in namespace \"%s\" of database \"%s\".",
-						   example ? example : "?", get_database_name(MyDatabaseId)),
-				 errhint("Revoke them with idem_namespace_revoke(), or run DROP OWNED BY in that database.")));
+				 errdetail("It holds privileges in namespace \"%s\" in the current database.",
+						   example ? example : "?"),
+				 errhint("Revoke them with idem_namespace_revoke(), or run DROP OWNED BY in this database.")));
 }
 
 /* object_access_hook: the drop of a role */
