@@ -8,6 +8,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IdemCheck;
 
 my $primary = PostgreSQL::Test::Cluster->new('wm_primary');
 $primary->init(allows_streaming => 1);
@@ -47,20 +48,7 @@ my $dir = PostgreSQL::Test::Utils::tempdir;
 foreach my $format ('plain', 'custom')
 {
 	my $db = "restored_$format";
-	my $file = "$dir/dump.$format";
-	$primary->command_ok([ 'pg_dump', '-F', substr($format, 0, 1), '-f', $file, '-d', $primary->connstr('postgres') ],
-		"pg_dump --format=$format");
-	$primary->safe_psql('postgres', "CREATE DATABASE $db");
-	if ($format eq 'plain')
-	{
-		$primary->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $file, '-d', $primary->connstr($db) ],
-			'restore the plain dump');
-	}
-	else
-	{
-		$primary->command_ok([ 'pg_restore', '--exit-on-error', '-d', $primary->connstr($db), $file ],
-			'pg_restore');
-	}
+	dump_and_restore($primary, 'postgres', $primary, $db, $format, $dir);
 	is($primary->safe_psql($db, $marks), $want, "$format: every mark and epoch is restored");
 	is($primary->safe_psql($db, "SELECT idem_advance('orders', 0, 200), idem_advance('orders', 0, 201)"),
 		'f|t', "$format: a redelivery is refused after the restore, and the next event advances");

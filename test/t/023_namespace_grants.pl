@@ -11,6 +11,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IdemCheck;
 
 my $roles = q{
 CREATE ROLE tenant_a LOGIN;
@@ -132,20 +133,7 @@ my $dir = PostgreSQL::Test::Utils::tempdir;
 foreach my $format ('plain', 'custom')
 {
 	my $db = "restored_$format";
-	my $file = "$dir/dump.$format";
-	$primary->command_ok([ 'pg_dump', '-F', substr($format, 0, 1), '-f', $file, '-d', $primary->connstr('postgres') ],
-		"pg_dump --format=$format");
-	$other->safe_psql('postgres', "CREATE DATABASE $db");
-	if ($format eq 'plain')
-	{
-		$other->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $file, '-d', $other->connstr($db) ],
-			'restore the plain dump');
-	}
-	else
-	{
-		$other->command_ok([ 'pg_restore', '--exit-on-error', '-d', $other->connstr($db), $file ],
-			'pg_restore');
-	}
+	dump_and_restore($primary, 'postgres', $other, $db, $format, $dir);
 	is($other->safe_psql($db, $grants), $want, "$format: every grant is restored, by role name");
 	is(abilities($other, $db, 'tenant_a', 'a-1'), 'claim:f check:t rows:101',
 		"$format: the grantee's claims are restored, a redelivery is a duplicate");

@@ -4,6 +4,7 @@
 #   amcheck_claims($node, 'postgres', 'after the load');
 #   create_extension_with_namespaces($node, ['db1', 'db2'], { short => '1 second' });
 #   make_expired_claims($node, 'db1', 1000, 'x-', 'short');
+#   dump_and_restore($from, 'postgres', $to, 'restored_plain', 'plain', $dir);
 #
 # amcheck_claims verifies, with amcheck and heapallindexed, every btree
 # index of idempotency.claims and of its generations, and of idempotency.requests and
@@ -28,7 +29,8 @@ use warnings;
 use Exporter 'import';
 use Test::More;
 
-our @EXPORT = qw(amcheck_claims create_extension_with_namespaces make_expired_claims);
+our @EXPORT = qw(amcheck_claims create_extension_with_namespaces make_expired_claims
+  dump_and_restore);
 
 my @TABLES = qw(idempotency.claims idempotency.requests idempotency.tokens);
 
@@ -114,6 +116,30 @@ sub amcheck_claims
 		}
 	}
 	return $all_ok;
+}
+
+# pg_dump database $from_db of node $from in $format ('plain' or 'custom')
+# into a file under $dir, create database $to_db on node $to (which may be
+# $from) and restore it there, with psql -v ON_ERROR_STOP=1 or pg_restore
+# --exit-on-error: two assertions
+sub dump_and_restore
+{
+	my ($from, $from_db, $to, $to_db, $format, $dir) = @_;
+	my $file = "$dir/$to_db.$format";
+
+	$from->command_ok([ 'pg_dump', '-F', substr($format, 0, 1), '-f', $file, '-d', $from->connstr($from_db) ],
+		"pg_dump --format=$format");
+	$to->safe_psql('postgres', "CREATE DATABASE $to_db");
+	if ($format eq 'plain')
+	{
+		$to->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $file, '-d', $to->connstr($to_db) ],
+			'restore the plain dump');
+	}
+	else
+	{
+		$to->command_ok([ 'pg_restore', '--exit-on-error', '-d', $to->connstr($to_db), $file ],
+			'pg_restore');
+	}
 }
 
 1;
