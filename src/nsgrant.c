@@ -15,6 +15,15 @@
  * restricted before its first claim, and idem_citus_claim's per-shard
  * namespaces ("name" 0x1f "shard") follow the grants of their name.
  *
+ * Statements on idempotency.claims and its generations themselves honour
+ * the grants through row-level security: the extension's own policies call
+ * idem_namespace_allows(ns, privilege), which maps the namespace id to its
+ * name's grants (an id no namespace has yet is open to superusers only, so
+ * that no claim can be planted for a restricted namespace created later).
+ * The claim functions, which bypass the executor, recognise exactly these
+ * policies (IdemNsGrantPolicyKind, for claimrel.c) and check the same
+ * grants themselves.
+ *
  * Every backend caches the whole table (it holds one row per namespace,
  * grantee and privilege, so it is small), read with the latest snapshot
  * like a catalog, plus per namespace the privileges already found for the
@@ -83,7 +92,10 @@ typedef struct IdemNsGrantEntry
 	uint8		memo_held;
 } IdemNsGrantEntry;
 
-/* A stored namespace id of a restricted namespace (shard namespaces too) */
+/*
+ * A stored namespace id (shard namespaces too), and the grants of its name
+ * if it is restricted: for the row policies, which see ids, not names
+ */
 typedef struct IdemNsGrantIdEntry
 {
 	int32		nsid;			/* hash key */
