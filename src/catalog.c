@@ -161,7 +161,7 @@ IdemLookupRelation(Oid schema, const char *relname)
 }
 
 /* Is the extension installed in the current database? */
-static bool
+bool
 IdemExtensionPresent(void)
 {
 	return OidIsValid(get_extension_oid("idempotency", true));

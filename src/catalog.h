@@ -30,6 +30,7 @@ typedef struct IdemCatalog
 
 extern IdemCatalog IdemGetCatalog(void);
 extern bool IdemCatalogHolds(Oid relid);
+extern bool IdemExtensionPresent(void);
 extern Oid	IdemRelationOwner(Oid relid);
 extern Relation IdemOpenRelationArg(Oid relid, LOCKMODE lockmode);
 extern Relation IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode,

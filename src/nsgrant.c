@@ -43,7 +43,6 @@
 #include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 #include "nodes/makefuncs.h"
-#include "commands/extension.h"
 #include "commands/user.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_type_d.h"
@@ -684,6 +683,30 @@ IdemNsGrantIsOurCheck(Expr *expr, AttrNumber att_ns, const char *priv)
 	return strcmp(TextDatumGetCString(c->constvalue), priv) == 0;
 }
 
+/* The extension's own policies on the claims, as the install script makes them */
+static const struct
+{
+	char		polcmd;			/* ACL_*_CHR */
+	const char *name;
+	const char *qual;			/* the privilege of USING, or NULL: none */
+	const char *with_check;		/* the privilege of WITH CHECK, or NULL */
+	int			kind;			/* IDEM_POLICY_* */
+}			idem_own_policies[] = {
+	{ACL_SELECT_CHR, "claims_namespace_check", "check", NULL, IDEM_POLICY_SELECT},
+	{ACL_INSERT_CHR, "claims_namespace_claim", NULL, "claim", IDEM_POLICY_INSERT},
+	{ACL_DELETE_CHR, "claims_namespace_release", "release", NULL, IDEM_POLICY_DELETE},
+	{ACL_UPDATE_CHR, "claims_namespace_update", "claim", "claim", IDEM_POLICY_UPDATE},
+};
+
+/* Is expr what an own policy has there: nothing if priv is NULL, else our check */
+static bool
+IdemNsGrantPolicyExprIs(Expr *expr, AttrNumber att_ns, const char *priv)
+{
+	if (priv == NULL)
+		return expr == NULL;
+	return IdemNsGrantIsOurCheck(expr, att_ns, priv);
+}
+
 /*
  * Which of the extension's own row-level security policies on the claims
  * is p (IDEM_POLICY_*), or 0 if it is someone else's.  Ours are permissive,
@@ -693,41 +716,17 @@ IdemNsGrantIsOurCheck(Expr *expr, AttrNumber att_ns, const char *priv)
 int
 IdemNsGrantPolicyKind(RowSecurityPolicy *p, AttrNumber att_ns)
 {
-	Oid		   *roles;
+	size_t		i;
 
 	if (!p->permissive || p->hassublinks || ARR_NDIM(p->roles) != 1 ||
-		ARR_DIMS(p->roles)[0] != 1)
+		ARR_DIMS(p->roles)[0] != 1 || ((Oid *) ARR_DATA_PTR(p->roles))[0] != ACL_ID_PUBLIC)
 		return 0;
-	roles = (Oid *) ARR_DATA_PTR(p->roles);
-	if (roles[0] != ACL_ID_PUBLIC)
-		return 0;
-	switch (p->polcmd)
-	{
-		case ACL_SELECT_CHR:
-			if (strcmp(p->policy_name, "claims_namespace_check") == 0 &&
-				p->with_check_qual == NULL &&
-				IdemNsGrantIsOurCheck(p->qual, att_ns, "check"))
-				return IDEM_POLICY_SELECT;
-			break;
-		case ACL_INSERT_CHR:
-			if (strcmp(p->policy_name, "claims_namespace_claim") == 0 &&
-				p->qual == NULL &&
-				IdemNsGrantIsOurCheck(p->with_check_qual, att_ns, "claim"))
-				return IDEM_POLICY_INSERT;
-			break;
-		case ACL_DELETE_CHR:
-			if (strcmp(p->policy_name, "claims_namespace_release") == 0 &&
-				p->with_check_qual == NULL &&
-				IdemNsGrantIsOurCheck(p->qual, att_ns, "release"))
-				return IDEM_POLICY_DELETE;
-			break;
-		case ACL_UPDATE_CHR:
-			if (strcmp(p->policy_name, "claims_namespace_update") == 0 &&
-				IdemNsGrantIsOurCheck(p->qual, att_ns, "claim") &&
-				IdemNsGrantIsOurCheck(p->with_check_qual, att_ns, "claim"))
-				return IDEM_POLICY_UPDATE;
-			break;
-	}
+	for (i = 0; i < lengthof(idem_own_policies); i++)
+		if (p->polcmd == idem_own_policies[i].polcmd &&
+			strcmp(p->policy_name, idem_own_policies[i].name) == 0 &&
+			IdemNsGrantPolicyExprIs(p->qual, att_ns, idem_own_policies[i].qual) &&
+			IdemNsGrantPolicyExprIs(p->with_check_qual, att_ns, idem_own_policies[i].with_check))
+			return idem_own_policies[i].kind;
 	return 0;
 }
 
@@ -738,8 +737,7 @@ IdemNsGrantPolicyKind(RowSecurityPolicy *p, AttrNumber att_ns)
 static Oid
 IdemNsGrantsTableIfInstalled(void)
 {
-	if (!OidIsValid(get_extension_oid("idempotency", true)) ||
-		!OidIsValid(get_namespace_oid(IDEM_SCHEMA_NAME, true)))
+	if (!IdemExtensionPresent() || !OidIsValid(get_namespace_oid(IDEM_SCHEMA_NAME, true)))
 		return InvalidOid;
 	return IdemNamespaceGrantsRelation();
 }

@@ -138,16 +138,7 @@ IdemWmArgs(FunctionCallInfo fcinfo, IdemWmSeek *ws)
 	text	   *stream = DatumGetTextPP(IdemArgNotNull(fcinfo, 0, "stream"));
 	int			len = VARSIZE_ANY_EXHDR(stream);
 
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("stream must not be empty")));
-	if (len > IDEM_WM_MAX_STREAM)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("stream name is too long"),
-				 errdetail("The name is %d bytes long; the limit is %d bytes.",
-						   len, IDEM_WM_MAX_STREAM)));
+	IdemValidateName("stream", VARDATA_ANY(stream), len, IDEM_WM_MAX_STREAM);
 	ws->partition = DatumGetInt32(IdemArgNotNull(fcinfo, 1, "partition"));
 	if (ws->partition < 0)
 		ereport(ERROR,
