@@ -37,8 +37,8 @@ $$;
 
 -- grow the live store from live ids a+1 .. b on both sides: the claims
 -- written straight into the open generation, which is switched whenever
--- it holds chunk claims, as a week's TTL with generations_per_ttl = 4 and
--- a steady rate would have it
+-- it holds chunk claims, as idempotency.generation_max_claims has the
+-- worker do (SCALE_CHUNK, by default its default of 1M)
 CREATE OR REPLACE FUNCTION scale_grow(a bigint, b bigint, chunk bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE

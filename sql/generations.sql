@@ -94,6 +94,34 @@ SELECT idem_purge() AS purged_long;
 SELECT ttl_class, state, claims FROM idem_generations WHERE ttl_class = 18 ORDER BY id;
 SELECT idem_claim('long', 'gen_days') AS claimed_anew;
 
+-- a size bound: once the open generation holds generation_max_claims
+-- claims, the next maintenance pass switches it whatever its age; its
+-- claims stay duplicates from the sealed generation
+SELECT idem_generation_switch('gen_week') AS opened;
+SET idempotency.generation_max_claims = 100;
+SELECT count(*) FILTER (WHERE idem_claim('size-' || g, 'gen_week')) AS claimed
+  FROM generate_series(1, 150) g;
+SELECT idem_purge() >= 0 AS purged;
+SELECT state, claims FROM idem_generations WHERE ttl_class = 19 ORDER BY id DESC LIMIT 2;
+SELECT idem_claim('size-1', 'gen_week') AS dup_in_sealed, idem_claim('size-151', 'gen_week') AS new_in_open;
+-- under the bound, and with 0 (no bound), the open generation stays
+SELECT count(*) FILTER (WHERE idem_claim('size-b' || g, 'gen_week')) AS claimed
+  FROM generate_series(1, 50) g;
+SELECT idem_purge() >= 0 AS purged;
+SET idempotency.generation_max_claims = 0;
+SELECT count(*) FILTER (WHERE idem_claim('size-c' || g, 'gen_week')) AS claimed
+  FROM generate_series(1, 150) g;
+SELECT idem_purge() >= 0 AS purged;
+SELECT state, claims FROM idem_generations WHERE ttl_class = 19 ORDER BY id DESC LIMIT 2;
+SET idempotency.generation_max_claims = -1;   -- error: out of range
+RESET idempotency.generation_max_claims;
+-- only a superuser sets it
+CREATE ROLE gen_sizer;
+SET ROLE gen_sizer;
+SET idempotency.generation_max_claims = 1;   -- error: permission denied
+RESET ROLE;
+DROP ROLE gen_sizer;
+
 -- DDL on idempotency.claims reaches every generation: an added column is
 -- refused for claims wherever they go, and a generation opened after the
 -- column is dropped (so without the dropped column) works beside older ones

@@ -911,7 +911,12 @@ IdemInsertSpeculative(IdemProbe *probe)
 		els = IdemCheckElsewhere(probe, true);
 
 	if (!conflict && els == IDEM_ELSEWHERE_NONE)
+	{
 		heap_finish_speculative(r->heap, &tuple->t_self);
+		if (r->gen != NULL)
+			IdemGenCountClaim(r->gen->slot, r->gen->id,
+							  (uint64) Max(idem_generation_max_claims, 0));
+	}
 	else
 		heap_abort_speculative(r->heap, &tuple->t_self);
 	IdemSpecTokenRelease(xid, token);

@@ -16,7 +16,13 @@
  *	   generation, which takes its new claims.
  *	 - The maintenance pass (the purge worker's round, idem_purge()) opens a
  *	   new generation once the open one is older than the class's span,
- *	   2^c / idempotency.generations_per_ttl seconds, and closes the old one.
+ *	   2^c / idempotency.generations_per_ttl seconds, or holds
+ *	   idempotency.generation_max_claims claims, and closes the old one.
+ *	   Claimers count their insertions in shared memory (genfilter.c); the
+ *	   one that makes a generation reach the bound wakes the launcher, which
+ *	   runs this pass at once rather than at the next purge interval.  A
+ *	   generation's pg_class.reltuples counts too, for the claims counted
+ *	   before a restart, or written with SQL.
  *	   A switch counts itself in shared memory before it commits, so that a
  *	   claimer whose map missed it catches up (claimstore.c).
  *	 - It seals a closed generation once no claimer can still be inserting
@@ -83,6 +89,7 @@ PG_FUNCTION_INFO_V1(idem_generation_switch);
 
 int			idem_generation_min_ttl = 10;
 int			idem_generations_per_ttl = 4;
+int			idem_generation_max_claims = 1000000;
 
 static IdemGenCache idem_genmap_gen = IDEM_GEN_CACHE_INIT("idempotency generations");
 static IdemGenMap *idem_genmap = NULL;
@@ -293,6 +300,13 @@ IdemGenerationInit(void)
 							"More generations keep the store closer to its live claims, at the cost of more tables to look through.",
 							&idem_generations_per_ttl,
 							4, 1, 64,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("idempotency.generation_max_claims",
+							"Claims after which a class's open generation is switched, whatever its age.",
+							"Bounds the open generation's index, which every new claim inserts into; 0 switches by age alone.",
+							&idem_generation_max_claims,
+							1000000, 0, INT_MAX,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	IdemInvalOnRelcache(IdemGenMapInvalidate);
@@ -959,6 +973,35 @@ IdemGenRootSweep(void)
 	UnlockRelationOid(relid, ShareLock);
 }
 
+/*
+ * Has open generation g reached idempotency.generation_max_claims?  By the
+ * claims counted in shared memory (this backend's own included) or, after
+ * a restart, by its pg_class.reltuples.
+ */
+static bool
+IdemGenOverSize(IdemGeneration *g)
+{
+	uint64		claims;
+	HeapTuple	tuple;
+
+	if (idem_generation_max_claims <= 0)
+		return false;
+	IdemGenCountFlushPending();
+	claims = IdemGenSlotClaims(IdemGenSlotFind(g->id, false, false), g->id);
+	if (claims >= (uint64) idem_generation_max_claims)
+		return true;
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(g->relid));
+	if (HeapTupleIsValid(tuple))
+	{
+		float4		reltuples = ((Form_pg_class) GETSTRUCT(tuple))->reltuples;
+
+		ReleaseSysCache(tuple);
+		if (reltuples >= (float4) idem_generation_max_claims)
+			return true;
+	}
+	return false;
+}
+
 /* Advisory lock field4 that serialises maintenance passes */
 #define IDEM_GEN_LOCK_FIELD4	480
 
@@ -1049,7 +1092,8 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 			in_use |= (classes[j] == g->ttl_class);
 		span = ldexp(1.0, g->ttl_class) / idem_generations_per_ttl;
 		if (force_class != IDEM_GEN_ALL_CLASSES && force_class != g->ttl_class &&
-			now < g->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC))
+			now < g->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC) &&
+			!IdemGenOverSize(g))
 			continue;
 		if (in_use)
 		{

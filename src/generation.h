@@ -62,6 +62,7 @@ typedef struct IdemGenMaintenance
 /* GUCs */
 extern int	idem_generation_min_ttl;
 extern int	idem_generations_per_ttl;
+extern int	idem_generation_max_claims;
 
 extern void IdemGenerationInit(void);
 extern IdemGenMap *IdemGenMapGet(void);

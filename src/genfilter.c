@@ -55,6 +55,7 @@
 #include "utils/memutils.h"
 
 #include "genfilter.h"
+#include "idempotency.h"
 #include "shmem.h"
 
 /* One generation's shared state */
@@ -65,6 +66,7 @@ typedef struct IdemGenSlot
 	uint64		offset;			/* of the filter in the arena, in bytes */
 	uint32		nblocks;
 	int			nhashes;
+	pg_atomic_uint64 claims;	/* inserted by our claims: see IdemGenCountClaim */
 	pg_atomic_uint64 nsbits[IDEM_GEN_NS_WORDS];
 } IdemGenSlot;
 
@@ -75,6 +77,7 @@ typedef struct IdemGenDb
 	pg_atomic_uint32 dbid;		/* 0: free */
 	pg_atomic_uint64 opens;		/* generations opened: see IdemGenOpensRead */
 	pg_atomic_uint32 switching; /* transactions that opened one, in flight */
+	pg_atomic_uint32 switch_wanted; /* an open one reached its size bound */
 	pg_atomic_uint64 rootbits[IDEM_GEN_NS_WORDS];	/* idempotency.claims */
 } IdemGenDb;
 
@@ -89,12 +92,19 @@ typedef struct IdemGenShared
 	IdemGenSlot slots[IDEM_GEN_SLOTS];
 } IdemGenShared;
 
-int			idem_filter_memory_kb = 65536;
-int			idem_filter_bits_per_claim = 10;
+int			idem_filter_memory_kb = 131072;
+int			idem_filter_bits_per_claim = 16;
 
 static IdemGenShared *idem_gen_shared = NULL;
 static IdemGenDb *idem_gen_switching_db = NULL;	/* counted as switching there */
 static char *idem_gen_arena = NULL;
+
+/* Claims this backend inserted into one open generation, not yet counted */
+#define IDEM_GEN_COUNT_BATCH	64
+static int32 idem_count_gen = 0;
+static int	idem_count_slot = -1;
+static uint32 idem_count_pending = 0;
+static uint64 idem_count_limit = 0;
 
 /* Define the GUCs of the filters */
 void
@@ -104,14 +114,14 @@ IdemGenFilterDefineGucs(void)
 							"Shared memory for the filters of sealed claim generations.",
 							"A claim takes idempotency.filter_bits_per_claim bits; a generation whose filter does not fit is probed through its index instead.",
 							&idem_filter_memory_kb,
-							65536, 0, INT_MAX / 2,
+							131072, 0, INT_MAX / 2,
 							PGC_POSTMASTER, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("idempotency.filter_bits_per_claim",
 							"Bits per claim of the filter built when a generation is sealed.",
 							"10 bits give about 1% false positives, 16 about 0.1%; a false positive costs one index probe of that generation.",
 							&idem_filter_bits_per_claim,
-							10, 2, 64,
+							16, 2, 64,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 }
@@ -148,6 +158,7 @@ IdemGenFilterShmemInit(void)
 		pg_atomic_init_u32(&idem_gen_shared->dbs[i].dbid, 0);
 		pg_atomic_init_u64(&idem_gen_shared->dbs[i].opens, 0);
 		pg_atomic_init_u32(&idem_gen_shared->dbs[i].switching, 0);
+		pg_atomic_init_u32(&idem_gen_shared->dbs[i].switch_wanted, 0);
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_init_u64(&idem_gen_shared->dbs[i].rootbits[w], PG_UINT64_MAX);
 	}
@@ -161,6 +172,7 @@ IdemGenFilterShmemInit(void)
 		s->offset = 0;
 		s->nblocks = 0;
 		s->nhashes = 0;
+		pg_atomic_init_u64(&s->claims, 0);
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_init_u64(&s->nsbits[w], 0);
 	}
@@ -280,6 +292,7 @@ IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
 
 		pg_atomic_write_u32(&s->ready, 0);
 		s->nblocks = 0;
+		pg_atomic_write_u64(&s->claims, 0);
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_write_u64(&s->nsbits[w], fresh ? 0 : PG_UINT64_MAX);
 		pg_write_barrier();
@@ -540,6 +553,7 @@ IdemGenDbGet(void)
 			pg_atomic_write_u64(&free_db->rootbits[w], PG_UINT64_MAX);
 		pg_atomic_write_u64(&free_db->opens, 0);
 		pg_atomic_write_u32(&free_db->switching, 0);
+		pg_atomic_write_u32(&free_db->switch_wanted, 0);
 		pg_write_barrier();
 		pg_atomic_write_u32(&free_db->dbid, MyDatabaseId);
 		mine = free_db;
@@ -652,6 +666,116 @@ IdemGenDbForget(void)
 		IdemGenRootAnnounceAll();
 		(void) pg_atomic_fetch_add_u64(&db->opens, 1);
 	}
+}
+
+/*
+ * Add this backend's pending count to its generation's, and ask for a
+ * switch if that made it reach the limit: only the backend whose addition
+ * crosses it asks, once per generation.
+ */
+static void
+IdemGenCountFlush(void)
+{
+	uint64		before;
+
+	if (idem_count_pending == 0)
+		return;
+	if (IdemGenSlotIs(idem_count_slot, idem_count_gen))
+	{
+		before = pg_atomic_fetch_add_u64(&idem_gen_shared->slots[idem_count_slot].claims,
+										 idem_count_pending);
+		if (idem_count_limit > 0 && before < idem_count_limit &&
+			before + idem_count_pending >= idem_count_limit)
+			IdemGenWantSwitch();
+	}
+	idem_count_pending = 0;
+}
+
+/* Add this backend's pending count, before a maintenance pass reads it */
+void
+IdemGenCountFlushPending(void)
+{
+	if (idem_gen_shared != NULL)
+		IdemGenCountFlush();
+}
+
+/*
+ * Count a claim this backend inserted into open generation gen_id, whose
+ * class switches at limit claims (0: no bound).  Counted in batches, so a
+ * generation may take a batch per backend more than its bound before the
+ * switch is asked for, and then whatever arrives until the switch.
+ */
+void
+IdemGenCountClaim(int slot, int32 gen_id, uint64 limit)
+{
+	if (idem_gen_shared == NULL || slot < 0)
+		return;
+	if (gen_id != idem_count_gen || slot != idem_count_slot)
+	{
+		IdemGenCountFlush();
+		idem_count_gen = gen_id;
+		idem_count_slot = slot;
+	}
+	idem_count_limit = limit;
+	if (++idem_count_pending >= IDEM_GEN_COUNT_BATCH)
+		IdemGenCountFlush();
+}
+
+/*
+ * The claims counted in open generation gen_id since its slot was made:
+ * since it was opened, or since the server started.  0 when unknown.
+ */
+uint64
+IdemGenSlotClaims(int slot, int32 gen_id)
+{
+	uint64		n;
+
+	if (idem_gen_shared == NULL || slot < 0)
+		return 0;
+	n = pg_atomic_read_u64(&idem_gen_shared->slots[slot].claims);
+	pg_read_barrier();
+	return IdemGenSlotIs(slot, gen_id) ? n : 0;
+}
+
+/*
+ * An open generation of this database reached its size bound: flag the
+ * database and wake the launcher, which runs a generations-only round here
+ * without waiting for the next purge interval.
+ */
+void
+IdemGenWantSwitch(void)
+{
+	IdemGenDb  *db = IdemGenDbGet();
+
+	if (db == NULL)
+		return;
+	pg_atomic_write_u32(&db->switch_wanted, 1);
+	pg_memory_barrier();
+	IdemLauncherWake();
+}
+
+/*
+ * For the launcher: a database that asked for a switch since the last
+ * call, its flag cleared; InvalidOid when none.  *cursor starts at 0.
+ */
+Oid
+IdemGenNextSwitchWanted(int *cursor)
+{
+	if (idem_gen_shared == NULL)
+		return InvalidOid;
+	for (; *cursor < IDEM_GEN_DBS; (*cursor)++)
+	{
+		IdemGenDb  *db = &idem_gen_shared->dbs[*cursor];
+		Oid			dbid = pg_atomic_read_u32(&db->dbid);
+
+		if (dbid != InvalidOid && pg_atomic_read_u32(&db->switch_wanted) != 0 &&
+			pg_atomic_exchange_u32(&db->switch_wanted, 0) != 0)
+		{
+			(*cursor)++;
+			return dbid;
+		}
+	}
+	return InvalidOid;
 }
 
 /* Announce a claim of nsid about to be inserted into idempotency.claims */

@@ -13,7 +13,7 @@
 #include "port/atomics.h"
 
 /* Generations the shared state tracks at once */
-#define IDEM_GEN_SLOTS				64
+#define IDEM_GEN_SLOTS				256
 
 /* Bits of the per-generation namespace announcement bitmap */
 #define IDEM_GEN_NS_BITS			1024
@@ -59,6 +59,11 @@ extern bool IdemGenFilterLoad(int slot, int32 gen_id, const char *bits,
 							  Size len, int nhashes);
 extern int	IdemGenFilterTest(int slot, int32 gen_id, uint64 hash);
 extern void IdemGenFilterPrefetch(int slot, int32 gen_id, uint64 hash);
+extern void IdemGenCountClaim(int slot, int32 gen_id, uint64 limit);
+extern void IdemGenCountFlushPending(void);
+extern uint64 IdemGenSlotClaims(int slot, int32 gen_id);
+extern void IdemGenWantSwitch(void);
+extern Oid	IdemGenNextSwitchWanted(int *cursor);
 extern void IdemGenRootAnnounce(int32 nsid);
 extern void IdemGenRootAnnounceAll(void);
 extern bool IdemGenRootMayHold(int32 nsid);

@@ -44,5 +44,6 @@ extern void IdemMachineInit(void);
 extern void IdemBindingInit(void);
 extern void IdemPurgeInit(void);
 extern void IdemWorkerInit(void);
+extern void IdemLauncherWake(void);
 
 #endif							/* IDEMPOTENCY_H */

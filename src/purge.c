@@ -52,6 +52,7 @@
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
 #include "storage/bufmgr.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "nodes/parsenodes.h"
 #include "tcop/pquery.h"
@@ -78,6 +79,9 @@
 
 /* Smallest batch the purge shrinks to after lock timeouts */
 #define IDEM_PURGE_MIN_BATCH	100
+
+/* Pause between the passes of a generations-only round that left steps */
+#define IDEM_PURGE_RETRY_MS		200
 
 /*
  * What the purge deletes: one of the extension's tables (claims, requests,
@@ -767,8 +771,9 @@ IdemPurgeResumePoints(List *targets)
  * The generations' step of a worker round, in a transaction of its own:
  * open, switch, seal and drop generations (generation.c).  Adds the claims
  * of dropped generations to *total; a failure is logged and counted.
+ * Returns the steps left for a later pass.
  */
-static void
+static int
 IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 					 int *errors)
 {
@@ -799,6 +804,7 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 				(errmsg("idempotency generations: %d opened, %d sealed, %d dropped with %lld claims, %d steps left for later",
 						done.opened, done.sealed, done.dropped,
 						(long long) done.claims_dropped, done.skipped)));
+	return done.skipped;
 }
 
 /*
@@ -809,10 +815,12 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
  * another session makes a batch time out after lock_timeout (and retry
  * smaller) or the VACUUM skip the table.  So the round ends on time, and
  * the launcher moves on to the next database.  Logs at most one line,
- * unless idempotency.log_purge asks for one per target.
+ * unless idempotency.log_purge asks for one per target.  With
+ * generations_only, the round a claimer asked for when an open generation
+ * reached its size bound: the generations' step alone.
  */
 void
-IdemPurgeDatabaseRound(void)
+IdemPurgeDatabaseRound(bool generations_only)
 {
 	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "idempotency purge",
 											  ALLOCSET_DEFAULT_SIZES);
@@ -836,7 +844,7 @@ IdemPurgeDatabaseRound(void)
 		MemoryContextSwitchTo(cxt);
 		dbname = get_database_name(MyDatabaseId);	/* needs a transaction */
 		ready = IdemPurgeExtensionReady();
-		if (ready)
+		if (ready && !generations_only)
 		{
 			targets = IdemPurgeTargets();
 			IdemPurgeResumePoints(targets);
@@ -862,7 +870,20 @@ IdemPurgeDatabaseRound(void)
 		return;
 	}
 
-	IdemPurgeGenerations(deadline, cxt, &total, &errors);
+	/*
+	 * A round asked for by a claimer follows its switch through: the seal
+	 * of the generation it closed waits for the claimers still inserting
+	 * into it, so the pass is tried again a little later, within the round.
+	 */
+	while (IdemPurgeGenerations(deadline, cxt, &total, &errors) > 0 && generations_only)
+	{
+		if (GetCurrentTimestamp() >= deadline)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 IDEM_PURGE_RETRY_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
 
 	foreach(lc, targets)
 	{

@@ -11,6 +11,6 @@
 extern bool idem_purge_enabled;
 extern int	idem_purge_max_runtime;
 
-extern void IdemPurgeDatabaseRound(void);
+extern void IdemPurgeDatabaseRound(bool generations_only);
 
 #endif							/* IDEM_PURGE_H */

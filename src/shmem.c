@@ -65,7 +65,10 @@ IdemShmemStartup(void)
 	idem_shared = ShmemInitStruct("idempotency", sizeof(IdemSharedState),
 								  &found);
 	if (!found)
+	{
 		idem_shared->lock = &(GetNamedLWLockTranche("idempotency"))->lock;
+		idem_shared->launcher_latch = NULL;
+	}
 	IdemStatsShmemInit();
 	IdemClaimCacheShmemInit();
 	IdemSpecTokenShmemInit();

@@ -7,12 +7,14 @@
 
 #include "postgres.h"
 
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 
 /* State shared by all backends */
 typedef struct IdemSharedState
 {
 	LWLock	   *lock;			/* guards the structure of shared hashes */
+	Latch	   *volatile launcher_latch;	/* the purge launcher's, or NULL */
 } IdemSharedState;
 
 extern IdemSharedState *idem_shared;

@@ -49,8 +49,10 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "genfilter.h"
 #include "idempotency.h"
 #include "purge.h"
+#include "shmem.h"
 
 PGDLLEXPORT void IdemLauncherMain(Datum arg);
 PGDLLEXPORT void IdemPurgeWorkerMain(Datum arg);
@@ -147,7 +149,7 @@ IdemLauncherSleep(long ms)
  * database cannot hold up the rounds of the others.
  */
 static bool
-IdemLauncherRunWorker(Oid dbid)
+IdemLauncherRunWorker(Oid dbid, bool generations_only)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -163,6 +165,7 @@ IdemLauncherRunWorker(Oid dbid)
 	snprintf(worker.bgw_name, BGW_MAXLEN, "idempotency purge worker");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "idempotency purge worker");
 	worker.bgw_main_arg = ObjectIdGetDatum(dbid);
+	worker.bgw_extra[0] = generations_only ? 'g' : 'r';
 	worker.bgw_notify_pid = MyProcPid;
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
@@ -195,6 +198,47 @@ IdemLauncherRunWorker(Oid dbid)
 }
 
 /*
+ * Run a generations-only worker in each database whose claimers asked for
+ * a switch; false on SIGTERM.  Not while the purge is paused.
+ */
+static bool
+IdemLauncherSwitches(void)
+{
+	int			cursor = 0;
+	Oid			dbid;
+
+	while ((dbid = IdemGenNextSwitchWanted(&cursor)) != InvalidOid)
+	{
+		if (!idem_purge_enabled || RecoveryInProgress())
+			continue;
+		if (!IdemLauncherRunWorker(dbid, true))
+			return false;
+	}
+	return true;
+}
+
+/* Wake the launcher, if there is one (after a claimer asked for a switch) */
+void
+IdemLauncherWake(void)
+{
+	Latch	   *latch;
+
+	if (idem_shared == NULL)
+		return;
+	latch = idem_shared->launcher_latch;
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/* At the launcher's exit: no latch to wake any more */
+static void
+IdemLauncherForgetLatch(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
+{
+	if (idem_shared != NULL)
+		idem_shared->launcher_latch = NULL;
+}
+
+/*
  * The launcher's main loop: a round over all databases every
  * idempotency.purge_interval.
  */
@@ -211,6 +255,11 @@ IdemLauncherMain(Datum arg pg_attribute_unused())
 	pgstat_report_appname("idempotency purge launcher");
 	cxt = AllocSetContextCreate(TopMemoryContext, "idempotency launcher",
 								ALLOCSET_DEFAULT_SIZES);
+	if (idem_shared != NULL)
+	{
+		idem_shared->launcher_latch = MyLatch;
+		before_shmem_exit(IdemLauncherForgetLatch, 0);
+	}
 
 	while (!ShutdownRequestPending)
 	{
@@ -226,17 +275,21 @@ IdemLauncherMain(Datum arg pg_attribute_unused())
 			dbs = IdemLauncherDatabases(cxt);
 			foreach(lc, dbs)
 			{
-				if (!idem_purge_enabled || !IdemLauncherRunWorker(lfirst_oid(lc)))
+				if (!idem_purge_enabled || !IdemLauncherRunWorker(lfirst_oid(lc), false))
 					break;
 			}
 		}
 
 		elapsed = TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
-		/* sleep out the interval, waking on SIGHUP to apply a new one */
+		/*
+		 * Sleep out the interval, waking on SIGHUP to apply a new one, and
+		 * when a claimer asks for a generation switch (IdemGenWantSwitch)
+		 */
 		while (!ShutdownRequestPending &&
 			   elapsed < (long) idem_purge_interval * 1000L)
 		{
-			if (!IdemLauncherSleep((long) idem_purge_interval * 1000L - elapsed))
+			if (!IdemLauncherSleep((long) idem_purge_interval * 1000L - elapsed) ||
+				!IdemLauncherSwitches())
 				break;
 			elapsed = TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
 		}
@@ -260,6 +313,6 @@ IdemPurgeWorkerMain(Datum arg)
 	pgstat_report_appname("idempotency purge worker");
 
 	if (!RecoveryInProgress())
-		IdemPurgeDatabaseRound();
+		IdemPurgeDatabaseRound(MyBgworkerEntry->bgw_extra[0] == 'g');
 	proc_exit(0);
 }

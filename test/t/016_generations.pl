@@ -211,6 +211,31 @@ is($node->safe_psql('postgres', q{
 	'0', 'its space went back to the operating system');
 ledger_ok($node, 'postgres', 'after the drop');
 
+# --- a size bound: the claimer that fills the open generation wakes the
+# launcher, which switches it at once, not at the next purge interval (an
+# hour here)
+$node->safe_psql('postgres', 'ALTER SYSTEM SET idempotency.generation_max_claims = 500');
+$node->reload;
+my $open_before = $node->safe_psql('postgres', q{
+	SELECT id FROM idem_generations WHERE state = 'open'
+	   AND ttl_class = (SELECT floor(log(2, extract(epoch FROM ttl)))::int FROM idem_namespaces WHERE name = 'gen')});
+for my $batch (0 .. 2)
+{
+	$node->safe_psql('postgres', qq{
+		SELECT count(*) FROM (SELECT consume('size-' || i) FROM generate_series($batch * 400 + 1, $batch * 400 + 400) i) c});
+}
+ok($node->poll_query_until('postgres', qq{
+	SELECT state = 'sealed' FROM idem_generations WHERE id = $open_before}),
+	'size bound: the filled generation was switched and sealed without waiting for the purge interval');
+my $sealed = $node->safe_psql('postgres', "SELECT claims FROM idem_generations WHERE id = $open_before");
+ok($sealed >= 500 && $sealed <= 1200, "size bound: the switched generation holds $sealed claims, from 500 on");
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FILTER (WHERE idem_claim('size-' || i, 'gen')) FROM generate_series(1, 1200) i}),
+	'0', 'size bound: every claim made across the switch is a duplicate');
+ledger_ok($node, 'postgres', 'size bound');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET idempotency.generation_max_claims');
+$node->reload;
+
 # --- logical decoding sees claims in a new generation --------------------------
 $node->safe_psql('postgres', q{
 	CREATE PUBLICATION claims_pub FOR TABLES IN SCHEMA idempotency;
