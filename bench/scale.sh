@@ -65,6 +65,10 @@ scale_loops() {     # size rounds n
 
 scale_reclaim() {   # size expired round
     local s=$1 e=$2 r=$3 out lsn0 lsn1 t0 t1
+    # a pass first, unmeasured: the loops grew the live class's open
+    # generation past generation_max_claims, and its switch and seal (which
+    # the worker would have done meanwhile) are not the reclaim's
+    psql_q -c "SELECT idem_purge()" >/dev/null
     psql_q -c "SELECT scale_expired($e)" >/dev/null
     # the seal: paid once per generation, when it stops taking claims
     lsn0=$(psql_q -c "SELECT pg_current_wal_insert_lsn()")
