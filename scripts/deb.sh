@@ -9,7 +9,7 @@
 # path of the .deb.
 build_deb() {
     local out=$1 src=$1/src
-    ensure_packages debhelper dpkg-dev postgresql-server-dev-all libpq-dev
+    ensure_packages debhelper dpkg-dev postgresql-server-dev-all libpq-dev >&2   # stdout is the .deb's path
     rm -rf "$out"; mkdir -p "$src"
     (cd "$IDEM_ROOT" && git ls-files -z --cached --others --exclude-standard \
         | xargs -0 -I{} cp --parents -- {} "$src/")
