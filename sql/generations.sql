@@ -114,6 +114,7 @@ SELECT count(*) FILTER (WHERE idem_claim('size-c' || g, 'gen_week')) AS claimed
 SELECT idem_purge() >= 0 AS purged;
 SELECT state, claims FROM idem_generations WHERE ttl_class = 19 ORDER BY id DESC LIMIT 2;
 SET idempotency.generation_max_claims = -1;   -- error: out of range
+SET idempotency.generation_max_claims = 50;   -- error: a bound below 100
 RESET idempotency.generation_max_claims;
 -- only a superuser sets it
 CREATE ROLE gen_sizer;

@@ -99,6 +99,8 @@ static Oid	idem_genmap_table = InvalidOid;	/* idempotency.generations */
 /* Generations dropped by this transaction, whose slots go at commit */
 static List *idem_gen_dropped = NIL;
 
+static bool IdemGenMaxClaimsCheck(int *newval, void **extra, GucSource source);
+
 static ProcessUtility_hook_type prev_process_utility = NULL;
 static ExecutorStart_hook_type prev_executor_start = NULL;
 
@@ -176,13 +178,20 @@ IdemGenExecutorStart(QueryDesc *queryDesc, int eflags)
 		standard_ExecutorStart(queryDesc, eflags);
 }
 
-/* Free the shared slots of generations dropped by a committed transaction */
+/*
+ * At the end of a transaction: add its claims to their generation's count,
+ * and free the shared slots of generations dropped by a committed one
+ */
 static void
 IdemGenXactCallback(XactEvent event, void *arg pg_attribute_unused())
 {
 	ListCell   *lc;
 
 	IdemGenSwitchEnd(event);
+	/* a short session's claims count too (genfilter.c batches them) */
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		IdemGenCountFlushPending();
 	if (idem_gen_dropped == NIL)
 		return;
 	if (event == XACT_EVENT_COMMIT)
@@ -308,7 +317,7 @@ IdemGenerationInit(void)
 							&idem_generation_max_claims,
 							1000000, 0, INT_MAX,
 							PGC_SUSET, 0,
-							NULL, NULL, NULL);
+							IdemGenMaxClaimsCheck, NULL, NULL);
 	IdemInvalOnRelcache(IdemGenMapInvalidate);
 	IdemInvalOnSchemas(IdemGenSchemasChanged);
 	RegisterXactCallback(IdemGenXactCallback, NULL);
@@ -316,6 +325,24 @@ IdemGenerationInit(void)
 	ProcessUtility_hook = IdemGenProcessUtility;
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = IdemGenExecutorStart;
+}
+
+/*
+ * idempotency.generation_max_claims is 0 or at least IDEM_GEN_MIN_CLAIMS:
+ * a smaller bound would make a busy class a table every few claims, and
+ * run out of the shared slots (IDEM_GEN_SLOTS) that hold their filters
+ */
+static bool
+IdemGenMaxClaimsCheck(int *newval, void **extra pg_attribute_unused(),
+					  GucSource source pg_attribute_unused())
+{
+	if (*newval != 0 && *newval < IDEM_GEN_MIN_CLAIMS)
+	{
+		GUC_check_errdetail("A bound must be at least %d claims, or 0 for none.",
+							IDEM_GEN_MIN_CLAIMS);
+		return false;
+	}
+	return true;
 }
 
 /* The name of a generation's table */
@@ -1113,7 +1140,10 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		if (IdemGenSeal(&gens[i]))
 			done->sealed++;
 		else
+		{
 			done->skipped++;
+			done->seal_skipped++;
+		}
 	}
 
 	/* drop */

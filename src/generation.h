@@ -54,7 +54,11 @@ typedef struct IdemGenMaintenance
 	int			dropped;
 	int64		claims_dropped;
 	int			skipped;		/* steps left for later: locks in use */
+	int			seal_skipped;	/* of which seals: claimers still inserting */
 } IdemGenMaintenance;
+
+/* Smallest idempotency.generation_max_claims but 0 */
+#define IDEM_GEN_MIN_CLAIMS		100
 
 /* force_class of IdemGenMaintain: switch every class */
 #define IDEM_GEN_ALL_CLASSES	(-2)

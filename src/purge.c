@@ -771,7 +771,7 @@ IdemPurgeResumePoints(List *targets)
  * The generations' step of a worker round, in a transaction of its own:
  * open, switch, seal and drop generations (generation.c).  Adds the claims
  * of dropped generations to *total; a failure is logged and counted.
- * Returns the steps left for a later pass.
+ * Returns the seals left for a later pass (their claimers still insert).
  */
 static int
 IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
@@ -804,7 +804,7 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 				(errmsg("idempotency generations: %d opened, %d sealed, %d dropped with %lld claims, %d steps left for later",
 						done.opened, done.sealed, done.dropped,
 						(long long) done.claims_dropped, done.skipped)));
-	return done.skipped;
+	return done.seal_skipped;
 }
 
 /*
@@ -883,6 +883,13 @@ IdemPurgeDatabaseRound(bool generations_only)
 						 IDEM_PURGE_RETRY_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (!idem_purge_enabled)
+			break;
 	}
 
 	foreach(lc, targets)

@@ -204,17 +204,30 @@ IdemLauncherRunWorker(Oid dbid, bool generations_only)
 static bool
 IdemLauncherSwitches(void)
 {
-	int			cursor = 0;
-	Oid			dbid;
+	bool		found = true;
 
-	while ((dbid = IdemGenNextSwitchWanted(&cursor)) != InvalidOid)
+	/*
+	 * Again until a scan finds none: a flag set while a worker ran had its
+	 * wake-up consumed by the wait for that worker.  A request met while the
+	 * purge is paused, on a standby or without a free worker slot is
+	 * dropped; the next regular round switches what is over its bound.
+	 */
+	while (found && !ShutdownRequestPending)
 	{
-		if (!idem_purge_enabled || RecoveryInProgress())
-			continue;
-		if (!IdemLauncherRunWorker(dbid, true))
-			return false;
+		int			cursor = 0;
+		Oid			dbid;
+
+		found = false;
+		while ((dbid = IdemGenNextSwitchWanted(&cursor)) != InvalidOid)
+		{
+			found = true;
+			if (!idem_purge_enabled || RecoveryInProgress())
+				continue;
+			if (!IdemLauncherRunWorker(dbid, true))
+				return false;
+		}
 	}
-	return true;
+	return !ShutdownRequestPending;
 }
 
 /* Wake the launcher, if there is one (after a claimer asked for a switch) */
@@ -280,11 +293,14 @@ IdemLauncherMain(Datum arg pg_attribute_unused())
 			}
 		}
 
-		elapsed = TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
 		/*
 		 * Sleep out the interval, waking on SIGHUP to apply a new one, and
-		 * when a claimer asks for a generation switch (IdemGenWantSwitch)
+		 * when a claimer asks for a generation switch (IdemGenWantSwitch);
+		 * requests made during the round are served first
 		 */
+		if (!IdemLauncherSwitches())
+			break;
+		elapsed = TimestampDifferenceMilliseconds(start, GetCurrentTimestamp());
 		while (!ShutdownRequestPending &&
 			   elapsed < (long) idem_purge_interval * 1000L)
 		{
