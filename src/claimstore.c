@@ -915,7 +915,7 @@ IdemInsertSpeculative(IdemProbe *probe)
 		heap_finish_speculative(r->heap, &tuple->t_self);
 		if (r->gen != NULL)
 			IdemGenCountClaim(r->gen->slot, r->gen->id,
-							  (uint64) Max(idem_generation_max_claims, 0));
+							  (uint64) idem_generation_max_claims);
 	}
 	else
 		heap_abort_speculative(r->heap, &tuple->t_self);

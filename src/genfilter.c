@@ -669,12 +669,14 @@ IdemGenDbForget(void)
 }
 
 /*
- * Add this backend's pending count to its generation's, and ask for a
- * switch if that made it reach the limit: only the backend whose addition
- * crosses it asks, once per generation.
+ * Add this backend's pending count to its generation's (before a
+ * maintenance pass reads it, at transaction end, and every batch), and ask
+ * for a switch if that made it reach the limit: only the backend whose
+ * addition crosses it asks, once per generation.  Nothing is pending
+ * without shared memory.
  */
-static void
-IdemGenCountFlush(void)
+void
+IdemGenCountFlushPending(void)
 {
 	uint64		before;
 
@@ -691,14 +693,6 @@ IdemGenCountFlush(void)
 	idem_count_pending = 0;
 }
 
-/* Add this backend's pending count, before a maintenance pass reads it */
-void
-IdemGenCountFlushPending(void)
-{
-	if (idem_gen_shared != NULL)
-		IdemGenCountFlush();
-}
-
 /*
  * Count a claim this backend inserted into open generation gen_id, whose
  * class switches at limit claims (0: no bound).  Counted in batches, so a
@@ -712,13 +706,13 @@ IdemGenCountClaim(int slot, int32 gen_id, uint64 limit)
 		return;
 	if (gen_id != idem_count_gen || slot != idem_count_slot)
 	{
-		IdemGenCountFlush();
+		IdemGenCountFlushPending();
 		idem_count_gen = gen_id;
 		idem_count_slot = slot;
 	}
 	idem_count_limit = limit;
 	if (++idem_count_pending >= IDEM_GEN_COUNT_BATCH)
-		IdemGenCountFlush();
+		IdemGenCountFlushPending();
 }
 
 /*
