@@ -164,6 +164,38 @@ END $$;
 SELECT idem_claimed('hand', 'gen_week') AS dropped_by_hand, idem_claimed('fp', 'gen_week') AS others_kept;
 SELECT idem_claim('hand', 'gen_week') AS claimed_anew;
 
+-- the finer filter a seal builds for shared memory
+-- (filter_memory_bits_per_claim) is loaded only when the sealing
+-- transaction commits: a seal rolled back, whole or to a savepoint, leaves
+-- none behind, so claims written into the generation afterwards (by hand
+-- here) are found once it is sealed for good
+SELECT idem_namespace_define('gen_fine', '5 days');
+SELECT idem_generation_switch('gen_fine') > 0 AS switched;
+SELECT idem_claim('00000000-0000-4000-8000-000000000001'::uuid, 'gen_fine') AS fine_1;
+SELECT g.relation AS fine_rel, n.id AS fine_ns
+  FROM idem_generations g, idempotency.namespaces n
+ WHERE n.name = 'gen_fine' AND g.state = 'open'
+   AND g.ttl_class = floor(log(2, extract(epoch FROM interval '5 days')))::int \gset
+BEGIN;
+SELECT idem_generation_switch('gen_fine') > 0 AS switched_then_rolled_back;
+ROLLBACK;
+BEGIN;
+SAVEPOINT s;
+SELECT idem_generation_switch('gen_fine') > 0 AS switched_then_rolled_back_to_savepoint;
+ROLLBACK TO s;
+INSERT INTO :fine_rel (claimed_at, ns, key)
+SELECT now(), :fine_ns, uuid_send(u::uuid)
+  FROM unnest(ARRAY['00000000-0000-4000-8000-000000000002',
+                    '00000000-0000-4000-8000-000000000003']) u;
+COMMIT;
+SELECT idem_generation_switch('gen_fine') > 0 AS switched;
+SELECT state, claims FROM idem_generations WHERE relation = :'fine_rel';
+SELECT idem_claim('00000000-0000-4000-8000-000000000001'::uuid, 'gen_fine') AS dup_1,
+       idem_claim('00000000-0000-4000-8000-000000000002'::uuid, 'gen_fine') AS dup_by_hand_2,
+       idem_claim('00000000-0000-4000-8000-000000000003'::uuid, 'gen_fine') AS dup_by_hand_3,
+       idem_claim('00000000-0000-4000-8000-000000000004'::uuid, 'gen_fine') AS new_4;
+SELECT name, setting FROM pg_settings WHERE name LIKE 'idempotency.filter%bits%' ORDER BY 1;
+
 -- leave no generation behind for the other tests
 SET idempotency.generation_min_ttl = 2147483647;
 DO $$

@@ -99,6 +99,20 @@ static Oid	idem_genmap_table = InvalidOid;	/* idempotency.generations */
 /* Generations dropped by this transaction, whose slots go at commit */
 static List *idem_gen_dropped = NIL;
 
+/*
+ * A finer filter a seal built for shared memory, loaded when the sealing
+ * transaction commits (never before: until then no claimer may trust it),
+ * dropped if the subtransaction that built it aborts
+ */
+typedef struct IdemGenPendingFilter
+{
+	int32		gen_id;
+	SubTransactionId subid;		/* that built it, or its committed parent */
+	IdemFilter	filter;			/* in TopMemoryContext */
+} IdemGenPendingFilter;
+
+static List *idem_gen_pending = NIL;
+
 static bool IdemGenMaxClaimsCheck(int *newval, void **extra, GucSource source);
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
@@ -178,9 +192,83 @@ IdemGenExecutorStart(QueryDesc *queryDesc, int eflags)
 		standard_ExecutorStart(queryDesc, eflags);
 }
 
+/* Free a pending filter */
+static void
+IdemGenPendingFree(IdemGenPendingFilter *p)
+{
+	pfree(p->filter.bits);
+	pfree(p);
+}
+
+/*
+ * At the end of a transaction that sealed generations: a committed one
+ * loads their finer filters into shared memory (where a slot and room are
+ * to be had; a claimer loads the stored filter otherwise), any other end
+ * forgets them.  A prepared transaction's commit comes later, in another
+ * backend, so its seals keep only their stored filters.
+ */
+static void
+IdemGenPendingEnd(XactEvent event)
+{
+	ListCell   *lc;
+
+	if (idem_gen_pending == NIL)
+		return;
+	foreach(lc, idem_gen_pending)
+	{
+		IdemGenPendingFilter *p = lfirst(lc);
+
+		if (event == XACT_EVENT_COMMIT)
+		{
+			int			slot = IdemGenSlotFind(p->gen_id, true, false);
+
+			if (slot >= 0)
+				(void) IdemGenFilterLoad(slot, p->gen_id, (const char *) p->filter.bits,
+										 (Size) p->filter.nblocks * IDEM_FILTER_BLOCK_BYTES,
+										 p->filter.nhashes);
+		}
+		IdemGenPendingFree(p);
+	}
+	list_free(idem_gen_pending);
+	idem_gen_pending = NIL;
+}
+
+/* A subtransaction's seals go with it, or pass to its parent */
+static void
+IdemGenSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg pg_attribute_unused())
+{
+	ListCell   *lc;
+
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		foreach(lc, idem_gen_pending)
+		{
+			IdemGenPendingFilter *p = lfirst(lc);
+
+			if (p->subid == mySubid)
+				p->subid = parentSubid;
+		}
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		foreach(lc, idem_gen_pending)
+		{
+			IdemGenPendingFilter *p = lfirst(lc);
+
+			if (p->subid == mySubid)
+			{
+				IdemGenPendingFree(p);
+				idem_gen_pending = foreach_delete_current(idem_gen_pending, lc);
+			}
+		}
+	}
+}
+
 /*
  * At the end of a transaction: add its claims to their generation's count,
- * and free the shared slots of generations dropped by a committed one
+ * load the finer filters of its seals, and free the shared slots of
+ * generations dropped by a committed one
  */
 static void
 IdemGenXactCallback(XactEvent event, void *arg pg_attribute_unused())
@@ -191,7 +279,10 @@ IdemGenXactCallback(XactEvent event, void *arg pg_attribute_unused())
 	/* a short session's claims count too (genfilter.c batches them) */
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE)
+	{
 		IdemGenCountFlushPending();
+		IdemGenPendingEnd(event);
+	}
 	if (idem_gen_dropped == NIL)
 		return;
 	if (event == XACT_EVENT_COMMIT)
@@ -321,6 +412,7 @@ IdemGenerationInit(void)
 	IdemInvalOnRelcache(IdemGenMapInvalidate);
 	IdemInvalOnSchemas(IdemGenSchemasChanged);
 	RegisterXactCallback(IdemGenXactCallback, NULL);
+	RegisterSubXactCallback(IdemGenSubXactCallback, NULL);
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = IdemGenProcessUtility;
 	prev_executor_start = ExecutorStart_hook;
@@ -789,6 +881,7 @@ IdemGenSeal(IdemGeneration *gen)
 	IdemGenNsEntry *e;
 	IdemGenNsEntry *sorted;
 	IdemFilter	filter;
+	IdemGenPendingFilter *fine = NULL;
 	int64		n = 0;
 	int			nns;
 	int			i;
@@ -838,16 +931,32 @@ IdemGenSeal(IdemGeneration *gen)
 	}
 	table_endscan(scan);
 
-	IdemFilterInit(&filter, (uint64) n);
+	IdemFilterInit(&filter, (uint64) n, idem_filter_bits_per_claim);
+	if (idem_filter_memory_bits_per_claim > idem_filter_bits_per_claim &&
+		IdemGenFiltersShared())
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		fine = palloc(sizeof(IdemGenPendingFilter));
+		fine->gen_id = gen->id;
+		fine->subid = GetCurrentSubTransactionId();
+		IdemFilterInit(&fine->filter, (uint64) n, idem_filter_memory_bits_per_claim);
+		/* listed at once, so that an error frees it with the transaction */
+		idem_gen_pending = lappend(idem_gen_pending, fine);
+		MemoryContextSwitchTo(old);
+	}
 	scan = table_beginscan(rel, SnapshotAny, 0, NULL);
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		bool		isnull;
 		int32		nsid = DatumGetInt32(heap_getattr(tuple, att_ns, RelationGetDescr(rel), &isnull));
 		bytea	   *key = DatumGetByteaPP(heap_getattr(tuple, att_key, RelationGetDescr(rel), &isnull));
+		uint64		fhash = IdemFilterHash(nsid, key);
 
 		CHECK_FOR_INTERRUPTS();
-		IdemFilterAdd(&filter, IdemFilterHash(nsid, key));
+		IdemFilterAdd(&filter, fhash);
+		if (fine != NULL)
+			IdemFilterAdd(&fine->filter, fhash);
 		if ((Pointer) key != DatumGetPointer(heap_getattr(tuple, att_key, RelationGetDescr(rel), &isnull)))
 			pfree(key);
 	}
@@ -893,8 +1002,9 @@ IdemGenSeal(IdemGeneration *gen)
 		IdemGenChanged(gen->id);
 
 	/*
-	 * The filter goes into shared memory only from the committed row, when
-	 * a claimer first needs it: this transaction may still roll back.
+	 * The stored filter goes into shared memory only from the committed
+	 * row, when a claimer first needs it, and the finer one when this
+	 * transaction commits: it may still roll back.
 	 */
 	pfree(filter.bits);
 	pfree(bits);

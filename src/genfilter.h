@@ -33,17 +33,19 @@ typedef struct IdemFilter
 /* GUCs */
 extern int	idem_filter_memory_kb;
 extern int	idem_filter_bits_per_claim;
+extern int	idem_filter_memory_bits_per_claim;
 
 extern void IdemGenFilterDefineGucs(void);
 extern Size IdemGenFilterShmemSize(void);
 extern void IdemGenFilterShmemInit(void);
 
 extern uint64 IdemFilterHash(int32 nsid, const bytea *key);
-extern void IdemFilterInit(IdemFilter *filter, uint64 nclaims);
+extern void IdemFilterInit(IdemFilter *filter, uint64 nclaims, int bits_per_claim);
 extern void IdemFilterAdd(IdemFilter *filter, uint64 hash);
 extern bool IdemFilterMayContain(const uint64 *bits, uint32 nblocks,
 								 int nhashes, uint64 hash);
 
+extern bool IdemGenFiltersShared(void);
 extern int	IdemGenSlotFind(int32 gen_id, bool create, bool fresh);
 extern void IdemGenSlotFree(int32 gen_id);
 extern void IdemGenSlotSweep(const int32 *live, int nlive);
