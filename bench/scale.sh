@@ -3,8 +3,9 @@
 # of 30M claims and a baseline of the same size, some 10 GB and 30 minutes.
 #
 # For each size in SCALE_SIZES (live claims, 7-day TTL; default 0, 1M, 10M
-# and 30M) the store is grown to that size on both sides with the same ids,
-# vacuumed, analyzed and checkpointed; then:
+# and 30M) the store is grown to that size on both sides with the same ids
+# (its open generation half full, as on average under the worker's
+# switches), vacuumed, analyzed and checkpointed; then:
 #
 #  1. New ids: SCALE_N calls of idem_claim on fresh UUID ids against the
 #     baseline's PL/pgSQL INSERT ... ON CONFLICT DO NOTHING (bench/claims.sql)

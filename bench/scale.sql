@@ -38,11 +38,15 @@ $$;
 -- grow the live store from live ids a+1 .. b on both sides: the claims
 -- written straight into the open generation, which is switched whenever
 -- it holds chunk claims, as idempotency.generation_max_claims has the
--- worker do (SCALE_CHUNK, by default its default of 1M)
+-- worker do (SCALE_CHUNK, by default its default of 1M).  The last chunk/2
+-- claims go to a fresh open generation: with the worker switching at the
+-- bound, an open generation holds between none and chunk claims, half on
+-- average, and the loops then add theirs (400k by default) to that.
 CREATE OR REPLACE FUNCTION scale_grow(a bigint, b bigint, chunk bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     ns int := (SELECT id FROM idempotency.namespaces WHERE name = 'scale_live' LIMIT 1);
+    half bigint := chunk / 2;
     rel text;
     have bigint;
     take bigint;
@@ -51,12 +55,15 @@ BEGIN
     rel := scale_open_rel('scale_live');
     EXECUTE format('SELECT count(*) FROM %s', rel) INTO have;
     WHILE i < b LOOP
-        IF have >= chunk THEN
+        IF have >= chunk OR (b - i = half AND have > 0) THEN
             PERFORM idem_generation_switch('scale_live');
             rel := scale_open_rel('scale_live');
             have := 0;
         END IF;
         take := least(b - i, chunk - have);
+        IF b - i > half THEN
+            take := least(take, b - i - half);
+        END IF;
         EXECUTE format('INSERT INTO %s (claimed_at, ns, key)
                         SELECT now(), $1, uuid_send(scale_live_id(g)) FROM generate_series($2 + 1, $3) g', rel)
           USING ns, i, i + take;
