@@ -225,7 +225,7 @@ IdemGenPendingEnd(XactEvent event)
 			if (slot >= 0)
 				(void) IdemGenFilterLoad(slot, p->gen_id, (const char *) p->filter.bits,
 										 (Size) p->filter.nblocks * IDEM_FILTER_BLOCK_BYTES,
-										 p->filter.nhashes);
+										 p->filter.nhashes, true);
 		}
 		IdemGenPendingFree(p);
 	}
@@ -682,7 +682,7 @@ IdemGenLoadFilter(IdemGeneration *gen)
 						1, &argtype, &arg, NULL, IdemGenFilterRow, &f);
 	if (f.bits != NULL)
 		loaded = IdemGenFilterLoad(gen->slot, gen->id, VARDATA_ANY(f.bits),
-								   VARSIZE_ANY_EXHDR(f.bits), f.nhashes);
+								   VARSIZE_ANY_EXHDR(f.bits), f.nhashes, false);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	return loaded;
@@ -1137,6 +1137,101 @@ IdemGenOverSize(IdemGeneration *g)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * Refine the filters of up to max sealed generations: those whose slot
+ * holds no finer filter (after a restart, the stored ones) get one from a
+ * scan of their table, every tuple as the seal read them, loaded when this
+ * transaction commits.  A sealed generation takes no claims, so the scan
+ * finds what the seal found, less what VACUUM removed (claims that are no
+ * longer live).  A generation being dropped is skipped, not waited for.
+ * Returns the generations refined.
+ */
+int
+IdemGenRefineFilters(int max)
+{
+	IdemGeneration *gens;
+	int			ngens;
+	int			refined = 0;
+	int			i;
+
+	if (max <= 0 || idem_filter_memory_bits_per_claim <= idem_filter_bits_per_claim ||
+		!IdemGenFiltersShared())
+		return 0;
+	gens = IdemGenLoad(CurrentMemoryContext, &ngens);
+	for (i = 0; i < ngens && refined < max; i++)
+	{
+		IdemGeneration *g = &gens[i];
+		int			slot;
+		Relation	rel;
+		TableScanDesc scan;
+		HeapTuple	tuple;
+		AttrNumber	att_ns;
+		AttrNumber	att_key;
+		uint64	   *hashes;
+		uint64		n = 0;
+		uint64		cap = 1024;
+		IdemGenPendingFilter *fine;
+		MemoryContext old;
+
+		if (g->state != IDEM_GEN_SEALED || !g->has_filter || !OidIsValid(g->relid))
+			continue;
+		slot = IdemGenSlotFind(g->id, true, false);
+		if (slot < 0)
+			break;				/* every slot taken */
+		if (IdemGenFilterIsFine(slot, g->id))
+			continue;
+		if (!ConditionalLockRelationOid(g->relid, AccessShareLock))
+			continue;
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(g->relid)))
+		{
+			UnlockRelationOid(g->relid, AccessShareLock);
+			continue;
+		}
+		rel = table_open(g->relid, NoLock);
+		att_ns = get_attnum(g->relid, "ns");
+		att_key = get_attnum(g->relid, "key");
+		if (att_ns == InvalidAttrNumber || att_key == InvalidAttrNumber)
+		{
+			table_close(rel, NoLock);
+			continue;
+		}
+		hashes = palloc_extended(sizeof(uint64) * cap, MCXT_ALLOC_HUGE);
+		scan = table_beginscan(rel, SnapshotAny, 0, NULL);
+		while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		{
+			bool		isnull;
+			Datum		keyd = heap_getattr(tuple, att_key, RelationGetDescr(rel), &isnull);
+			int32		nsid = DatumGetInt32(heap_getattr(tuple, att_ns, RelationGetDescr(rel), &isnull));
+			bytea	   *key = DatumGetByteaPP(keyd);
+
+			CHECK_FOR_INTERRUPTS();
+			if (n == cap)
+			{
+				cap *= 2;
+				hashes = repalloc_huge(hashes, sizeof(uint64) * cap);
+			}
+			hashes[n++] = IdemFilterHash(nsid, key);
+			if ((Pointer) key != DatumGetPointer(keyd))
+				pfree(key);
+		}
+		table_endscan(scan);
+		table_close(rel, NoLock);
+
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		fine = palloc(sizeof(IdemGenPendingFilter));
+		fine->gen_id = g->id;
+		fine->subid = GetCurrentSubTransactionId();
+		IdemFilterInit(&fine->filter, n, idem_filter_memory_bits_per_claim);
+		idem_gen_pending = lappend(idem_gen_pending, fine);
+		MemoryContextSwitchTo(old);
+		for (uint64 j = 0; j < n; j++)
+			IdemFilterAdd(&fine->filter, hashes[j]);
+		pfree(hashes);
+		refined++;
+	}
+	return refined;
 }
 
 /* Advisory lock field4 that serialises maintenance passes */

@@ -60,6 +60,9 @@ typedef struct IdemGenMaintenance
 /* Smallest idempotency.generation_max_claims but 0 */
 #define IDEM_GEN_MIN_CLAIMS		100
 
+/* Sealed generations whose finer filter a worker round rebuilds, at most */
+#define IDEM_GEN_REFINE_PER_ROUND	8
+
 /* force_class of IdemGenMaintain: switch every class */
 #define IDEM_GEN_ALL_CLASSES	(-2)
 
@@ -80,5 +83,6 @@ extern bool IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns,
 extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
 extern void IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done);
+extern int	IdemGenRefineFilters(int max);
 
 #endif							/* IDEM_GENERATION_H */

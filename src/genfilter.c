@@ -41,9 +41,13 @@
  * Slots are keyed by database and generation id.  Readers take no lock.
  * Freeing a slot is always safe (whoever needs it again makes a full one,
  * and loads the filter again from the committed row), and clears the key
- * before its memory can be reused; a reader checks the key before and
- * after reading, so a filter freed under its feet reads as "not loaded",
- * never as "absent".  A filter is only ever loaded from a committed row.
+ * before its memory can be reused.  A slot's ready field holds the number
+ * of the load that filled it (0: none), and a reader checks the key and
+ * that number before and after reading, so that a filter freed or replaced
+ * under its feet reads as "not loaded", never as "absent".  A filter is
+ * loaded only from a committed row, or from a seal's or a refinement's
+ * scan once their transaction has committed; a finer filter replaces a
+ * stored one (generation.c refines them after a restart).
  *
  * Without shared_preload_libraries there is no shared state: every
  * generation that might hold an id is probed through its index, which
@@ -67,10 +71,11 @@
 typedef struct IdemGenSlot
 {
 	pg_atomic_uint64 key;		/* database << 32 | generation id; 0: free */
-	pg_atomic_uint32 ready;		/* the filter is loaded */
+	pg_atomic_uint32 ready;		/* 0, or the load's number: see IdemGenFilterTest */
 	uint64		offset;			/* of the filter in the arena, in bytes */
 	uint32		nblocks;
 	int			nhashes;
+	bool		fine;			/* the finer filter of a seal, not the stored one */
 	pg_atomic_uint64 claims;	/* inserted by our claims: see IdemGenCountClaim */
 	pg_atomic_uint64 nsbits[IDEM_GEN_NS_WORDS];
 } IdemGenSlot;
@@ -93,6 +98,7 @@ typedef struct IdemGenShared
 {
 	LWLock	   *lock;			/* taken to create, load or free a slot */
 	uint64		arena_size;
+	uint32		loads;			/* filters loaded: each load's number */
 	IdemGenDb	dbs[IDEM_GEN_DBS];
 	IdemGenSlot slots[IDEM_GEN_SLOTS];
 } IdemGenShared;
@@ -164,6 +170,7 @@ IdemGenFilterShmemInit(void)
 		return;
 	idem_gen_shared->lock = idem_shared->lock;
 	idem_gen_shared->arena_size = (uint64) idem_filter_memory_kb * 1024;
+	idem_gen_shared->loads = 0;
 	for (i = 0; i < IDEM_GEN_DBS; i++)
 	{
 		int			w;
@@ -472,14 +479,19 @@ IdemGenFilterReady(int slot, int32 gen_id)
 
 /*
  * Load a filter into the arena, first fit between the filters loaded.
- * Returns false if it does not fit.
+ * Returns false if no filter is loaded and this one does not fit.  A fine
+ * filter (a seal's finer one) replaces a stored one already loaded; the
+ * old one's space is free once the slot points at the new one, and a
+ * reader in the middle of a test sees the slot's load number change.
  */
 bool
-IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashes)
+IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashes,
+				  bool fine)
 {
 	IdemGenSlot *s;
 	uint64		offset = 0;
 	bool		placed = false;
+	bool		loaded;
 
 	if (idem_gen_shared == NULL || slot < 0 || len == 0 ||
 		len % IDEM_FILTER_BLOCK_BYTES != 0)
@@ -491,12 +503,13 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 		LWLockRelease(idem_gen_shared->lock);
 		return false;
 	}
-	if (pg_atomic_read_u32(&s->ready) != 0)
+	loaded = pg_atomic_read_u32(&s->ready) != 0;
+	if (loaded && (!fine || s->fine))
 	{
 		LWLockRelease(idem_gen_shared->lock);
 		return true;
 	}
-	/* try each gap: at 0, then after each loaded filter */
+	/* try each gap: at 0, then after each loaded filter (ours included) */
 	for (int c = -1; c < IDEM_GEN_SLOTS && !placed; c++)
 	{
 		uint64		start = 0;
@@ -531,15 +544,31 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 	}
 	if (placed)
 	{
+		uint32		n;
+
 		memcpy(idem_gen_arena + offset, bits, len);
+		/* readers of the old filter see 0 or another number after this */
+		pg_atomic_write_u32(&s->ready, 0);
+		pg_write_barrier();
 		s->offset = offset;
 		s->nblocks = (uint32) (len / IDEM_FILTER_BLOCK_BYTES);
 		s->nhashes = nhashes;
+		s->fine = fine;
 		pg_write_barrier();
-		pg_atomic_write_u32(&s->ready, 1);
+		n = ++idem_gen_shared->loads;
+		if (n == 0)
+			n = ++idem_gen_shared->loads;
+		pg_atomic_write_u32(&s->ready, n);
 	}
 	LWLockRelease(idem_gen_shared->lock);
-	return placed;
+	return placed || loaded;
+}
+
+/* Does generation gen_id's slot hold a seal's finer filter? */
+bool
+IdemGenFilterIsFine(int slot, int32 gen_id)
+{
+	return IdemGenFilterReady(slot, gen_id) && idem_gen_shared->slots[slot].fine;
 }
 
 /*
@@ -551,16 +580,21 @@ int
 IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
 {
 	IdemGenSlot *s;
+	uint32		load;
 	bool		maybe;
 
-	if (!IdemGenFilterReady(slot, gen_id))
+	if (!IdemGenSlotIs(slot, gen_id))
 		return -1;
 	s = &idem_gen_shared->slots[slot];
+	load = pg_atomic_read_u32(&s->ready);
+	if (load == 0)
+		return -1;
 	pg_read_barrier();
 	maybe = IdemFilterMayContain((const uint64 *) (idem_gen_arena + s->offset),
 								 s->nblocks, s->nhashes, hash);
 	pg_read_barrier();
-	if (!IdemGenFilterReady(slot, gen_id))
+	/* the same load of the same generation throughout */
+	if (!IdemGenSlotIs(slot, gen_id) || pg_atomic_read_u32(&s->ready) != load)
 		return -1;
 	return maybe ? 1 : 0;
 }

@@ -58,7 +58,8 @@ extern void IdemGenAnnounce(int slot, int32 gen_id, int32 nsid);
 extern bool IdemGenMayHoldNamespace(int slot, int32 gen_id, int32 nsid);
 extern bool IdemGenFilterReady(int slot, int32 gen_id);
 extern bool IdemGenFilterLoad(int slot, int32 gen_id, const char *bits,
-							  Size len, int nhashes);
+							  Size len, int nhashes, bool fine);
+extern bool IdemGenFilterIsFine(int slot, int32 gen_id);
 extern int	IdemGenFilterTest(int slot, int32 gen_id, uint64 hash);
 extern void IdemGenFilterPrefetch(int slot, int32 gen_id, uint64 hash);
 extern void IdemGenCountClaim(int slot, int32 gen_id, uint64 limit);

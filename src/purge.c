@@ -773,6 +773,8 @@ IdemPurgeResumePoints(List *targets)
  * of dropped generations to *total; a failure is logged and counted.
  * Returns the seals left for a later pass (their claimers still insert).
  */
+static void IdemPurgeRefine(TimestampTz deadline, MemoryContext cxt, int *errors);
+
 static int
 IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 					 int *errors)
@@ -804,7 +806,42 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 				(errmsg("idempotency generations: %d opened, %d sealed, %d dropped with %lld claims, %d steps left for later",
 						done.opened, done.sealed, done.dropped,
 						(long long) done.claims_dropped, done.skipped)));
+	if (done.seal_skipped == 0)
+		IdemPurgeRefine(deadline, cxt, errors);
 	return done.seal_skipped;
+}
+
+/*
+ * The finer filters of sealed generations back after a restart, a few a
+ * round, in a transaction of their own (not under the maintenance pass's
+ * lock, which idem_purge() would find taken); a failure is logged and
+ * counted
+ */
+static void
+IdemPurgeRefine(TimestampTz deadline, MemoryContext cxt, int *errors)
+{
+	volatile int refined = 0;
+
+	IdemPurgeXactStart(deadline, 0);
+	PG_TRY();
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		refined = IdemGenRefineFilters(IDEM_GEN_REFINE_PER_ROUND);
+		IdemPurgeXactCommit();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = IdemPurgeXactFailed(cxt);
+
+		ereport(LOG,
+				(errmsg("idempotency could not refine the generations' filters: %s", edata->message)));
+		(*errors)++;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	if (idem_log_purge && refined > 0)
+		ereport(LOG,
+				(errmsg("idempotency generations: %d filters refined", refined)));
 }
 
 /*
