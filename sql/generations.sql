@@ -196,6 +196,34 @@ SELECT idem_claim('00000000-0000-4000-8000-000000000001'::uuid, 'gen_fine') AS d
        idem_claim('00000000-0000-4000-8000-000000000004'::uuid, 'gen_fine') AS new_4;
 SELECT name, setting FROM pg_settings WHERE name LIKE 'idempotency.filter%bits%' ORDER BY 1;
 
+-- a filter keeps the layout it was sealed with: one sealed by 1.0 (double
+-- hashing, no finer filter; idempotency.debug_legacy_filters seals as 1.0
+-- did) is read as such beside filters of the mixed layout, and loses no
+-- claim of its generation
+SELECT idem_namespace_define('gen_legacy', '3 days');
+SELECT idem_generation_switch('gen_legacy') > 0 AS switched;
+SELECT count(*) FILTER (WHERE idem_claim('legacy-' || i, 'gen_legacy')) AS claimed
+  FROM generate_series(1, 2000) i;
+SET idempotency.debug_legacy_filters = on;
+SELECT idem_generation_switch('gen_legacy') > 0 AS switched;
+RESET idempotency.debug_legacy_filters;
+SELECT g.claims, g.filter_hashes & 256 <> 0 AS mixed_layout, g.filter_hashes & 255 AS hashes
+  FROM idempotency.generations g
+ WHERE g.state = 'sealed' AND g.ttl_class = floor(log(2, extract(epoch FROM interval '3 days')))::int;
+SELECT filter_hashes & 256 <> 0 AS mixed_layout FROM idempotency.generations
+ WHERE id = (SELECT max(id) FROM idempotency.generations
+              WHERE state = 'sealed' AND ttl_class = floor(log(2, extract(epoch FROM interval '5 days')))::int);
+SELECT count(*) FILTER (WHERE idem_claim('legacy-' || i, 'gen_legacy')) AS claimed_again
+  FROM generate_series(1, 2000) i;
+SELECT count(*) FILTER (WHERE idem_claim('legacy-new-' || i, 'gen_legacy')) AS new_claimed
+  FROM generate_series(1, 200) i;
+-- only a superuser seals as 1.0 did
+CREATE ROLE gen_legacy_plain;
+SET ROLE gen_legacy_plain;
+SET idempotency.debug_legacy_filters = on;
+RESET ROLE;
+DROP ROLE gen_legacy_plain;
+
 -- leave no generation behind for the other tests
 SET idempotency.generation_min_ttl = 2147483647;
 DO $$

@@ -196,8 +196,27 @@ IdemGenExecutorStart(QueryDesc *queryDesc, int eflags)
 static void
 IdemGenPendingFree(IdemGenPendingFilter *p)
 {
-	pfree(p->filter.bits);
+	if (p->filter.bits != NULL)
+		pfree(p->filter.bits);
 	pfree(p);
+}
+
+/*
+ * A pending filter of generation gen_id for n claims, listed before its
+ * bits are allocated, so that an error frees it with the transaction
+ */
+static IdemGenPendingFilter *
+IdemGenPendingAdd(int32 gen_id, uint64 n)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+	IdemGenPendingFilter *p = palloc0(sizeof(IdemGenPendingFilter));
+
+	p->gen_id = gen_id;
+	p->subid = GetCurrentSubTransactionId();
+	idem_gen_pending = lappend(idem_gen_pending, p);
+	IdemFilterInit(&p->filter, n, idem_filter_memory_bits_per_claim);
+	MemoryContextSwitchTo(old);
+	return p;
 }
 
 /*
@@ -933,18 +952,8 @@ IdemGenSeal(IdemGeneration *gen)
 
 	IdemFilterInit(&filter, (uint64) n, idem_filter_bits_per_claim);
 	if (idem_filter_memory_bits_per_claim > idem_filter_bits_per_claim &&
-		IdemGenFiltersShared())
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-		fine = palloc(sizeof(IdemGenPendingFilter));
-		fine->gen_id = gen->id;
-		fine->subid = GetCurrentSubTransactionId();
-		IdemFilterInit(&fine->filter, (uint64) n, idem_filter_memory_bits_per_claim);
-		/* listed at once, so that an error frees it with the transaction */
-		idem_gen_pending = lappend(idem_gen_pending, fine);
-		MemoryContextSwitchTo(old);
-	}
+		!idem_debug_legacy_filters && IdemGenFiltersShared())
+		fine = IdemGenPendingAdd(gen->id, (uint64) n);
 	scan = table_beginscan(rel, SnapshotAny, 0, NULL);
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
@@ -1141,9 +1150,9 @@ IdemGenOverSize(IdemGeneration *g)
 
 /*
  * Refine the filters of up to max sealed generations: those whose slot
- * holds no finer filter (after a restart, the stored ones) get one from a
- * scan of their table, every tuple as the seal read them, loaded when this
- * transaction commits.  A sealed generation takes no claims, so the scan
+ * holds a stored filter that claimers loaded (after a restart, say) get a
+ * finer one from a scan of their table, every tuple as the seal read them,
+ * loaded in its place when this transaction commits.  A sealed generation takes no claims, so the scan
  * finds what the seal found, less what VACUUM removed (claims that are no
  * longer live).  A generation being dropped is skipped, not waited for.
  * Returns the generations refined.
@@ -1173,14 +1182,12 @@ IdemGenRefineFilters(int max)
 		uint64		n = 0;
 		uint64		cap = 1024;
 		IdemGenPendingFilter *fine;
-		MemoryContext old;
 
 		if (g->state != IDEM_GEN_SEALED || !g->has_filter || !OidIsValid(g->relid))
 			continue;
-		slot = IdemGenSlotFind(g->id, true, false);
-		if (slot < 0)
-			break;				/* every slot taken */
-		if (IdemGenFilterIsFine(slot, g->id))
+		/* only stored filters that claimers loaded, where a finer one may fit */
+		slot = IdemGenSlotFind(g->id, false, false);
+		if (slot < 0 || !IdemGenFilterWantsFine(slot, g->id))
 			continue;
 		if (!ConditionalLockRelationOid(g->relid, AccessShareLock))
 			continue;
@@ -1219,13 +1226,7 @@ IdemGenRefineFilters(int max)
 		table_endscan(scan);
 		table_close(rel, NoLock);
 
-		old = MemoryContextSwitchTo(TopMemoryContext);
-		fine = palloc(sizeof(IdemGenPendingFilter));
-		fine->gen_id = g->id;
-		fine->subid = GetCurrentSubTransactionId();
-		IdemFilterInit(&fine->filter, n, idem_filter_memory_bits_per_claim);
-		idem_gen_pending = lappend(idem_gen_pending, fine);
-		MemoryContextSwitchTo(old);
+		fine = IdemGenPendingAdd(g->id, n);
 		for (uint64 j = 0; j < n; j++)
 			IdemFilterAdd(&fine->filter, hashes[j]);
 		pfree(hashes);

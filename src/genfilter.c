@@ -20,7 +20,11 @@
  *	   (filter_bits_per_claim, 12).  The seal also builds a finer one
  *	   (filter_memory_bits_per_claim, 20) in the same pass, which only
  *	   shared memory holds: the sealing backend loads it when its
- *	   transaction commits, in place of the stored one, until a restart.
+ *	   transaction commits, in place of the stored one.  After a restart
+ *	   the purge worker rebuilds it from the generation's table for the
+ *	   stored filters claimers loaded (not on a standby, which has none).
+ *	   The stored filter's hash count says its layout: IDEM_FILTER_MIXED,
+ *	   or 1.0's double hashing, which filters sealed by 1.0 keep.
  *	 - An open generation takes claims, so its filter would go stale at
  *	   once.  Instead each claimer announces its namespace in the
  *	   generation's bitmap before inserting into it (a full barrier), and
@@ -76,6 +80,7 @@ typedef struct IdemGenSlot
 	uint32		nblocks;
 	int			nhashes;
 	bool		fine;			/* the finer filter of a seal, not the stored one */
+	bool		fine_failed;	/* a finer one did not fit: keep the stored one */
 	pg_atomic_uint64 claims;	/* inserted by our claims: see IdemGenCountClaim */
 	pg_atomic_uint64 nsbits[IDEM_GEN_NS_WORDS];
 } IdemGenSlot;
@@ -106,6 +111,7 @@ typedef struct IdemGenShared
 int			idem_filter_memory_kb = 131072;
 int			idem_filter_bits_per_claim = 12;
 int			idem_filter_memory_bits_per_claim = 20;
+bool		idem_debug_legacy_filters = false;
 
 static IdemGenShared *idem_gen_shared = NULL;
 static IdemGenDb *idem_gen_switching_db = NULL;	/* counted as switching there */
@@ -124,7 +130,7 @@ IdemGenFilterDefineGucs(void)
 {
 	DefineCustomIntVariable("idempotency.filter_memory",
 							"Shared memory for the filters of sealed claim generations.",
-							"A claim takes idempotency.filter_bits_per_claim bits; a generation whose filter does not fit is probed through its index instead.",
+							"A claim takes idempotency.filter_memory_bits_per_claim bits (filter_bits_per_claim after a restart, until its finer filter is rebuilt); a generation whose filter does not fit is probed through its index instead.",
 							&idem_filter_memory_kb,
 							131072, 0, INT_MAX / 2,
 							PGC_POSTMASTER, GUC_UNIT_KB,
@@ -138,11 +144,18 @@ IdemGenFilterDefineGucs(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("idempotency.filter_memory_bits_per_claim",
 							"Bits per claim of the filter a seal leaves in shared memory.",
-							"When above idempotency.filter_bits_per_claim, the seal also builds this finer filter and loads it when its transaction commits; after a restart and on a standby the stored filter is loaded instead. 20 bits give about 0.02% false positives.",
+							"When above idempotency.filter_bits_per_claim, the seal also builds this finer filter and loads it when its transaction commits; after a restart the purge worker rebuilds it, a few generations a round, and a standby keeps the stored filter. 20 bits give about 0.02% false positives.",
 							&idem_filter_memory_bits_per_claim,
 							20, 0, 64,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("idempotency.debug_legacy_filters",
+							 "Seals generations with filters as version 1.0 built them.",
+							 "Double-hashed bit positions and no finer filter: for tests of what a cluster upgraded from 1.0 holds.",
+							 &idem_debug_legacy_filters,
+							 false,
+							 PGC_SUSET, GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 }
 
 /* Bytes of shared memory */
@@ -216,12 +229,14 @@ IdemFilterInit(IdemFilter *filter, uint64 nclaims, int bits_per_claim)
 
 	/* ln 2 * bits per claim hashes minimise false positives */
 	filter->nhashes = Max(1, Min(16, (int) (bits_per_claim * 0.69 + 0.5)));
+	if (!idem_debug_legacy_filters)
+		filter->nhashes |= IDEM_FILTER_MIXED;
 	filter->nblocks = (uint32) Min(nblocks, (uint64) (MaxAllocHugeSize / IDEM_FILTER_BLOCK_BYTES));
 	filter->bits = palloc_extended((Size) filter->nblocks * IDEM_FILTER_BLOCK_BYTES,
 								   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 }
 
-/* The block of a hash, and the nhashes bit positions in it */
+/* The block of a hash */
 static inline uint32
 IdemFilterBlock(uint64 hash, uint32 nblocks)
 {
@@ -247,10 +262,16 @@ IdemFilterMix(uint64 x)
 	return x;
 }
 
-/* Position i of a hash in its block; *w carries the current word */
+/*
+ * Position i of a hash in its block.  Mixed: *w carries the current word
+ * (start it at IdemFilterMix(hash)).  1.0's layout: h1 + i * h2, from the
+ * hash's low 32 bits and the odd 32 bits from bit 16.
+ */
 static inline uint32
-IdemFilterBit(uint64 *w, int i)
+IdemFilterBit(uint64 hash, uint64 *w, int i, bool mixed)
 {
+	if (!mixed)
+		return ((uint32) hash + i * ((uint32) (hash >> 16) | 1)) & 511;
 	if (i > 0 && i % 7 == 0)
 		*w = IdemFilterMix(*w + UINT64CONST(0x9E3779B97F4A7C15));
 	return (uint32) (*w >> (9 * (i % 7))) & 511;
@@ -261,12 +282,14 @@ void
 IdemFilterAdd(IdemFilter *filter, uint64 hash)
 {
 	uint64	   *block = filter->bits + (Size) IdemFilterBlock(hash, filter->nblocks) * 8;
+	bool		mixed = (filter->nhashes & IDEM_FILTER_MIXED) != 0;
+	int			k = filter->nhashes & IDEM_FILTER_HASHES_MASK;
 	uint64		w = IdemFilterMix(hash);
 	int			i;
 
-	for (i = 0; i < filter->nhashes; i++)
+	for (i = 0; i < k; i++)
 	{
-		uint32		bit = IdemFilterBit(&w, i);
+		uint32		bit = IdemFilterBit(hash, &w, i, mixed);
 
 		block[bit >> 6] |= UINT64CONST(1) << (bit & 63);
 	}
@@ -277,12 +300,14 @@ bool
 IdemFilterMayContain(const uint64 *bits, uint32 nblocks, int nhashes, uint64 hash)
 {
 	const uint64 *block = bits + (Size) IdemFilterBlock(hash, nblocks) * 8;
+	bool		mixed = (nhashes & IDEM_FILTER_MIXED) != 0;
+	int			k = nhashes & IDEM_FILTER_HASHES_MASK;
 	uint64		w = IdemFilterMix(hash);
 	int			i;
 
-	for (i = 0; i < nhashes; i++)
+	for (i = 0; i < k; i++)
 	{
-		uint32		bit = IdemFilterBit(&w, i);
+		uint32		bit = IdemFilterBit(hash, &w, i, mixed);
 
 		if ((block[bit >> 6] & (UINT64CONST(1) << (bit & 63))) == 0)
 			return false;
@@ -345,6 +370,8 @@ IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
 
 		pg_atomic_write_u32(&s->ready, 0);
 		s->nblocks = 0;
+		s->fine = false;
+		s->fine_failed = false;
 		pg_atomic_write_u64(&s->claims, 0);
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_write_u64(&s->nsbits[w], fresh ? 0 : PG_UINT64_MAX);
@@ -479,7 +506,8 @@ IdemGenFilterReady(int slot, int32 gen_id)
 
 /*
  * Load a filter into the arena, first fit between the filters loaded.
- * Returns false if no filter is loaded and this one does not fit.  A fine
+ * Returns false if no filter is loaded after all (the slot is not the
+ * generation's, the length is wrong, or this one does not fit).  A fine
  * filter (a seal's finer one) replaces a stored one already loaded; the
  * old one's space is free once the slot points at the new one, and a
  * reader in the middle of a test sees the slot's load number change.
@@ -542,6 +570,8 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 			placed = true;
 		}
 	}
+	if (!placed && fine && loaded)
+		s->fine_failed = true;	/* no room beside the stored one */
 	if (placed)
 	{
 		uint32		n;
@@ -564,23 +594,30 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 	return placed || loaded;
 }
 
-/* Does generation gen_id's slot hold a seal's finer filter? */
+/*
+ * Does generation gen_id's slot hold a stored filter that a finer one could
+ * replace (one that claimers use, and for which there was room so far)?
+ */
 bool
-IdemGenFilterIsFine(int slot, int32 gen_id)
+IdemGenFilterWantsFine(int slot, int32 gen_id)
 {
-	return IdemGenFilterReady(slot, gen_id) && idem_gen_shared->slots[slot].fine;
+	return IdemGenFilterReady(slot, gen_id) && !idem_gen_shared->slots[slot].fine &&
+		!idem_gen_shared->slots[slot].fine_failed;
 }
 
 /*
  * Test hash against generation gen_id's filter: 0 if the generation
  * definitely holds no such claim, 1 if it may, -1 if the filter is not
- * loaded (or was freed meanwhile).
+ * loaded (or was freed or replaced meanwhile).
  */
 int
 IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
 {
 	IdemGenSlot *s;
 	uint32		load;
+	uint64		offset;
+	uint32		nblocks;
+	int			nhashes;
 	bool		maybe;
 
 	if (!IdemGenSlotIs(slot, gen_id))
@@ -590,8 +627,14 @@ IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
 	if (load == 0)
 		return -1;
 	pg_read_barrier();
-	maybe = IdemFilterMayContain((const uint64 *) (idem_gen_arena + s->offset),
-								 s->nblocks, s->nhashes, hash);
+	/* a replacement under our feet may pair one filter's offset with another's size */
+	offset = s->offset;
+	nblocks = s->nblocks;
+	nhashes = s->nhashes;
+	if (nblocks == 0 || offset + (uint64) nblocks * IDEM_FILTER_BLOCK_BYTES > idem_gen_shared->arena_size)
+		return -1;
+	maybe = IdemFilterMayContain((const uint64 *) (idem_gen_arena + offset),
+								 nblocks, nhashes, hash);
 	pg_read_barrier();
 	/* the same load of the same generation throughout */
 	if (!IdemGenSlotIs(slot, gen_id) || pg_atomic_read_u32(&s->ready) != load)

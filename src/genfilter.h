@@ -22,11 +22,19 @@
 /* Bytes of one filter block: one cache line */
 #define IDEM_FILTER_BLOCK_BYTES		64
 
+/*
+ * Flag of a filter's hash count (idempotency.generations.filter_hashes and
+ * the shared slots) whose bit positions come from a mix of the hash; a
+ * count without it is a filter sealed by 1.0, with double hashing
+ */
+#define IDEM_FILTER_MIXED			0x100
+#define IDEM_FILTER_HASHES_MASK		0xff
+
 /* A filter as built by the seal and stored in idempotency.generations */
 typedef struct IdemFilter
 {
 	uint32		nblocks;		/* of IDEM_FILTER_BLOCK_BYTES */
-	int			nhashes;		/* bits set per claim */
+	int			nhashes;		/* bits set per claim, with IDEM_FILTER_MIXED */
 	uint64	   *bits;			/* nblocks * 8 words */
 } IdemFilter;
 
@@ -34,6 +42,7 @@ typedef struct IdemFilter
 extern int	idem_filter_memory_kb;
 extern int	idem_filter_bits_per_claim;
 extern int	idem_filter_memory_bits_per_claim;
+extern bool idem_debug_legacy_filters;
 
 extern void IdemGenFilterDefineGucs(void);
 extern Size IdemGenFilterShmemSize(void);
@@ -59,7 +68,7 @@ extern bool IdemGenMayHoldNamespace(int slot, int32 gen_id, int32 nsid);
 extern bool IdemGenFilterReady(int slot, int32 gen_id);
 extern bool IdemGenFilterLoad(int slot, int32 gen_id, const char *bits,
 							  Size len, int nhashes, bool fine);
-extern bool IdemGenFilterIsFine(int slot, int32 gen_id);
+extern bool IdemGenFilterWantsFine(int slot, int32 gen_id);
 extern int	IdemGenFilterTest(int slot, int32 gen_id, uint64 hash);
 extern void IdemGenFilterPrefetch(int slot, int32 gen_id, uint64 hash);
 extern void IdemGenCountClaim(int slot, int32 gen_id, uint64 limit);

@@ -767,14 +767,14 @@ IdemPurgeResumePoints(List *targets)
 						0, NULL, NULL, NULL, IdemPurgeResumeRow, targets);
 }
 
+static void IdemPurgeRefine(TimestampTz deadline, MemoryContext cxt, int *errors);
+
 /*
  * The generations' step of a worker round, in a transaction of its own:
  * open, switch, seal and drop generations (generation.c).  Adds the claims
  * of dropped generations to *total; a failure is logged and counted.
  * Returns the seals left for a later pass (their claimers still insert).
  */
-static void IdemPurgeRefine(TimestampTz deadline, MemoryContext cxt, int *errors);
-
 static int
 IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 					 int *errors)
@@ -822,6 +822,9 @@ IdemPurgeRefine(TimestampTz deadline, MemoryContext cxt, int *errors)
 {
 	volatile int refined = 0;
 
+	/* the round's tables first: a refinement can wait for a later round */
+	if (GetCurrentTimestamp() > TimestampTzPlusMilliseconds(deadline, -10000))
+		return;
 	IdemPurgeXactStart(deadline, 0);
 	PG_TRY();
 	{
