@@ -212,11 +212,11 @@ SELECT now(), :legacy_ns, uuid_send(md5('legacy-' || i)::uuid) FROM generate_ser
 SET idempotency.debug_legacy_filters = on;
 SELECT idem_generation_switch('gen_legacy') > 0 AS switched;
 RESET idempotency.debug_legacy_filters;
-SELECT g.claims, g.filter_hashes & 256 <> 0 AS mixed_layout, g.filter_hashes & 255 AS hashes
+SELECT g.claims, g.filter_hashes < 0 AS mixed_layout, g.filter_hashes & 255 AS hashes
   FROM idempotency.generations g
  WHERE g.state = 'sealed'
    AND g.namespaces @> ARRAY[(SELECT id FROM idempotency.namespaces WHERE name = 'gen_legacy')];
-SELECT filter_hashes & 256 <> 0 AS mixed_layout FROM idempotency.generations
+SELECT filter_hashes < 0 AS mixed_layout FROM idempotency.generations
  WHERE id = (SELECT max(id) FROM idempotency.generations
               WHERE state = 'sealed' AND ttl_class = floor(log(2, extract(epoch FROM interval '5 days')))::int);
 SELECT count(*) FILTER (WHERE idem_claim(md5('legacy-' || i)::uuid, 'gen_legacy')) AS claimed_again

@@ -537,6 +537,9 @@ IdemGenCollectRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	}
 	g->has_filter = DatumGetBool(SPI_getbinval(tuple, desc, 6, &isnull)) && !isnull;
 	g->opened_at = DatumGetTimestampTz(SPI_getbinval(tuple, desc, 8, &isnull));
+	g->claims = DatumGetInt64(SPI_getbinval(tuple, desc, 9, &isnull));
+	if (isnull)
+		g->claims = -1;
 	g->relid = get_relname_relid(IdemGenRelName(g->id), c->schema);
 	g->slot = -1;
 }
@@ -555,7 +558,7 @@ IdemGenLoad(MemoryContext cxt, int *count)
 	c.schema = cat.schema;
 	(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 						"SELECT id, ttl_class, state, namespaces, last_claimed, filter IS NOT NULL,"
-						" first_claimed, opened_at FROM idempotency.generations ORDER BY id DESC",
+						" first_claimed, opened_at, claims FROM idempotency.generations ORDER BY id DESC",
 						0, NULL, NULL, NULL, IdemGenCollectRow, &c);
 	MemoryContextSwitchTo(old);
 	*count = c.n;
@@ -1149,27 +1152,27 @@ IdemGenOverSize(IdemGeneration *g)
 }
 
 /*
- * Refine the filters of up to max sealed generations: those whose slot
- * holds a stored filter that claimers loaded (after a restart, say) get a
- * finer one from a scan of their table, every tuple as the seal read them,
- * loaded in its place when this transaction commits.  A sealed generation takes no claims, so the scan
- * finds what the seal found, less what VACUUM removed (claims that are no
- * longer live).  A generation being dropped is skipped, not waited for.
- * Returns the generations refined.
+ * Refine the filter of one sealed generation whose slot holds a stored
+ * filter that claimers loaded (after a restart, say): a finer one from a
+ * scan of its table, every tuple as the seal read them, sized by the
+ * seal's count (more tuples, from updates, only add false positives),
+ * loaded in its place when this transaction commits.  A sealed generation
+ * takes no claims, so the scan finds what the seal found, less what
+ * VACUUM removed (claims no longer live).  A generation being dropped is
+ * skipped, not waited for.  Returns false if none was left to refine.
  */
-int
-IdemGenRefineFilters(int max)
+bool
+IdemGenRefineFilter(void)
 {
 	IdemGeneration *gens;
 	int			ngens;
-	int			refined = 0;
 	int			i;
 
-	if (max <= 0 || idem_filter_memory_bits_per_claim <= idem_filter_bits_per_claim ||
+	if (idem_filter_memory_bits_per_claim <= idem_filter_bits_per_claim ||
 		!IdemGenFiltersShared())
-		return 0;
+		return false;
 	gens = IdemGenLoad(CurrentMemoryContext, &ngens);
-	for (i = 0; i < ngens && refined < max; i++)
+	for (i = 0; i < ngens; i++)
 	{
 		IdemGeneration *g = &gens[i];
 		int			slot;
@@ -1178,12 +1181,10 @@ IdemGenRefineFilters(int max)
 		HeapTuple	tuple;
 		AttrNumber	att_ns;
 		AttrNumber	att_key;
-		uint64	   *hashes;
-		uint64		n = 0;
-		uint64		cap = 1024;
 		IdemGenPendingFilter *fine;
 
-		if (g->state != IDEM_GEN_SEALED || !g->has_filter || !OidIsValid(g->relid))
+		if (g->state != IDEM_GEN_SEALED || !g->has_filter || g->claims < 0 ||
+			!OidIsValid(g->relid))
 			continue;
 		/* only stored filters that claimers loaded, where a finer one may fit */
 		slot = IdemGenSlotFind(g->id, false, false);
@@ -1204,7 +1205,7 @@ IdemGenRefineFilters(int max)
 			table_close(rel, NoLock);
 			continue;
 		}
-		hashes = palloc_extended(sizeof(uint64) * cap, MCXT_ALLOC_HUGE);
+		fine = IdemGenPendingAdd(g->id, (uint64) g->claims);
 		scan = table_beginscan(rel, SnapshotAny, 0, NULL);
 		while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 		{
@@ -1214,25 +1215,15 @@ IdemGenRefineFilters(int max)
 			bytea	   *key = DatumGetByteaPP(keyd);
 
 			CHECK_FOR_INTERRUPTS();
-			if (n == cap)
-			{
-				cap *= 2;
-				hashes = repalloc_huge(hashes, sizeof(uint64) * cap);
-			}
-			hashes[n++] = IdemFilterHash(nsid, key);
+			IdemFilterAdd(&fine->filter, IdemFilterHash(nsid, key));
 			if ((Pointer) key != DatumGetPointer(keyd))
 				pfree(key);
 		}
 		table_endscan(scan);
 		table_close(rel, NoLock);
-
-		fine = IdemGenPendingAdd(g->id, n);
-		for (uint64 j = 0; j < n; j++)
-			IdemFilterAdd(&fine->filter, hashes[j]);
-		pfree(hashes);
-		refined++;
+		return true;
 	}
-	return refined;
+	return false;
 }
 
 /* Advisory lock field4 that serialises maintenance passes */

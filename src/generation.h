@@ -35,6 +35,7 @@ typedef struct IdemGeneration
 	int32	   *nsids;
 	TimestampTz *last_claimed;	/* newest claimed_at of each */
 	TimestampTz *first_claimed; /* oldest claimed_at of each */
+	int64		claims;			/* sealed: what the seal counted, or -1 */
 } IdemGeneration;
 
 /* Every live generation, newest first */
@@ -83,6 +84,6 @@ extern bool IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns,
 extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
 extern void IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done);
-extern int	IdemGenRefineFilters(int max);
+extern bool IdemGenRefineFilter(void);
 
 #endif							/* IDEM_GENERATION_H */

@@ -25,9 +25,12 @@
 /*
  * Flag of a filter's hash count (idempotency.generations.filter_hashes and
  * the shared slots) whose bit positions come from a mix of the hash; a
- * count without it is a filter sealed by 1.0, with double hashing
+ * count without it is a filter sealed by 1.0, with double hashing.  The
+ * sign bit, so that a 1.0 binary (a standby not yet upgraded, say) reads a
+ * negative count and tests no bit: "may hold", an index probe, never a
+ * false "absent".
  */
-#define IDEM_FILTER_MIXED			0x100
+#define IDEM_FILTER_MIXED			((int) 0x80000000)
 #define IDEM_FILTER_HASHES_MASK		0xff
 
 /* A filter as built by the seal and stored in idempotency.generations */

@@ -806,42 +806,47 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 				(errmsg("idempotency generations: %d opened, %d sealed, %d dropped with %lld claims, %d steps left for later",
 						done.opened, done.sealed, done.dropped,
 						(long long) done.claims_dropped, done.skipped)));
-	if (done.seal_skipped == 0)
-		IdemPurgeRefine(deadline, cxt, errors);
 	return done.seal_skipped;
 }
 
 /*
- * The finer filters of sealed generations back after a restart, a few a
- * round, in a transaction of their own (not under the maintenance pass's
- * lock, which idem_purge() would find taken); a failure is logged and
- * counted
+ * The finer filters of sealed generations back after a restart: up to
+ * IDEM_GEN_REFINE_PER_ROUND at the end of a round, each in a transaction
+ * of its own (its memory freed at its commit), while the round has time
+ * left; a failure is logged and counted, and ends the refinement
  */
 static void
 IdemPurgeRefine(TimestampTz deadline, MemoryContext cxt, int *errors)
 {
 	volatile int refined = 0;
 
-	/* the round's tables first: a refinement can wait for a later round */
-	if (GetCurrentTimestamp() > TimestampTzPlusMilliseconds(deadline, -10000))
-		return;
-	IdemPurgeXactStart(deadline, 0);
-	PG_TRY();
+	while (refined < IDEM_GEN_REFINE_PER_ROUND && idem_purge_enabled &&
+		   GetCurrentTimestamp() < deadline)
 	{
-		PushActiveSnapshot(GetTransactionSnapshot());
-		refined = IdemGenRefineFilters(IDEM_GEN_REFINE_PER_ROUND);
-		IdemPurgeXactCommit();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = IdemPurgeXactFailed(cxt);
+		volatile bool more = false;
 
-		ereport(LOG,
-				(errmsg("idempotency could not refine the generations' filters: %s", edata->message)));
-		(*errors)++;
+		IdemPurgeXactStart(deadline, 0);
+		PG_TRY();
+		{
+			PushActiveSnapshot(GetTransactionSnapshot());
+			more = IdemGenRefineFilter();
+			IdemPurgeXactCommit();
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata = IdemPurgeXactFailed(cxt);
+
+			ereport(LOG,
+					(errmsg("idempotency could not refine the generations' filters: %s", edata->message)));
+			(*errors)++;
+			more = false;
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(cxt);
+		if (!more)
+			break;
+		refined++;
 	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
 	if (idem_log_purge && refined > 0)
 		ereport(LOG,
 				(errmsg("idempotency generations: %d filters refined", refined)));
@@ -970,6 +975,9 @@ IdemPurgeDatabaseRound(bool generations_only)
 		if (!idem_purge_enabled || GetCurrentTimestamp() >= deadline)
 			break;
 	}
+
+	/* last, with what is left of the round's time */
+	IdemPurgeRefine(deadline, cxt, &errors);
 
 	if (!idem_log_purge && (total > 0 || errors > 0))
 		ereport(LOG,
