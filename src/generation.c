@@ -882,6 +882,44 @@ IdemGenNsEntryCmp(const void *a, const void *b)
 						&((const IdemGenNsEntry *) b)->nsid);
 }
 
+/* Do finer filters get built (by seals and refinements) here and now? */
+static inline bool
+IdemGenFineFilters(void)
+{
+	return idem_filter_memory_bits_per_claim > idem_filter_bits_per_claim &&
+		!idem_debug_legacy_filters && IdemGenFiltersShared();
+}
+
+/*
+ * Add every tuple of a generation's table, dead or alive, to filter (and
+ * to also, if not NULL): the scan behind a seal's filters and a
+ * refinement's
+ */
+static void
+IdemGenFilterScan(Relation rel, AttrNumber att_ns, AttrNumber att_key,
+				  IdemFilter *filter, IdemFilter *also)
+{
+	TableScanDesc scan = table_beginscan(rel, SnapshotAny, 0, NULL);
+	HeapTuple	tuple;
+
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		int32		nsid = DatumGetInt32(heap_getattr(tuple, att_ns, RelationGetDescr(rel), &isnull));
+		Datum		keyd = heap_getattr(tuple, att_key, RelationGetDescr(rel), &isnull);
+		bytea	   *key = DatumGetByteaPP(keyd);
+		uint64		fhash = IdemFilterHash(nsid, key);
+
+		CHECK_FOR_INTERRUPTS();
+		IdemFilterAdd(filter, fhash);
+		if (also != NULL)
+			IdemFilterAdd(also, fhash);
+		if ((Pointer) key != DatumGetPointer(keyd))
+			pfree(key);
+	}
+	table_endscan(scan);
+}
+
 /*
  * Seal a closed generation: if no claimer holds it (a SHARE lock taken
  * without waiting, kept to the end of the transaction), read every tuple,
@@ -954,25 +992,9 @@ IdemGenSeal(IdemGeneration *gen)
 	table_endscan(scan);
 
 	IdemFilterInit(&filter, (uint64) n, idem_filter_bits_per_claim);
-	if (idem_filter_memory_bits_per_claim > idem_filter_bits_per_claim &&
-		!idem_debug_legacy_filters && IdemGenFiltersShared())
+	if (IdemGenFineFilters())
 		fine = IdemGenPendingAdd(gen->id, (uint64) n);
-	scan = table_beginscan(rel, SnapshotAny, 0, NULL);
-	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
-	{
-		bool		isnull;
-		int32		nsid = DatumGetInt32(heap_getattr(tuple, att_ns, RelationGetDescr(rel), &isnull));
-		bytea	   *key = DatumGetByteaPP(heap_getattr(tuple, att_key, RelationGetDescr(rel), &isnull));
-		uint64		fhash = IdemFilterHash(nsid, key);
-
-		CHECK_FOR_INTERRUPTS();
-		IdemFilterAdd(&filter, fhash);
-		if (fine != NULL)
-			IdemFilterAdd(&fine->filter, fhash);
-		if ((Pointer) key != DatumGetPointer(heap_getattr(tuple, att_key, RelationGetDescr(rel), &isnull)))
-			pfree(key);
-	}
-	table_endscan(scan);
+	IdemGenFilterScan(rel, att_ns, att_key, &filter, fine != NULL ? &fine->filter : NULL);
 	table_close(rel, NoLock);
 
 	nns = (int) hash_get_num_entries(nshash);
@@ -1152,6 +1174,16 @@ IdemGenOverSize(IdemGeneration *g)
 }
 
 /*
+ * Might a refinement find work, by shared memory alone?  A worker round
+ * asks before it starts a transaction for one.
+ */
+bool
+IdemGenRefineWanted(void)
+{
+	return IdemGenFineFilters() && IdemGenAnyWantsFine();
+}
+
+/*
  * Refine the filter of one sealed generation whose slot holds a stored
  * filter that claimers loaded (after a restart, say): a finer one from a
  * scan of its table, every tuple as the seal read them, sized by the
@@ -1168,8 +1200,7 @@ IdemGenRefineFilter(void)
 	int			ngens;
 	int			i;
 
-	if (idem_filter_memory_bits_per_claim <= idem_filter_bits_per_claim ||
-		!IdemGenFiltersShared())
+	if (!IdemGenRefineWanted())
 		return false;
 	gens = IdemGenLoad(CurrentMemoryContext, &ngens);
 	for (i = 0; i < ngens; i++)
@@ -1177,11 +1208,8 @@ IdemGenRefineFilter(void)
 		IdemGeneration *g = &gens[i];
 		int			slot;
 		Relation	rel;
-		TableScanDesc scan;
-		HeapTuple	tuple;
 		AttrNumber	att_ns;
 		AttrNumber	att_key;
-		IdemGenPendingFilter *fine;
 
 		if (g->state != IDEM_GEN_SEALED || !g->has_filter || g->claims < 0 ||
 			!OidIsValid(g->relid))
@@ -1205,21 +1233,8 @@ IdemGenRefineFilter(void)
 			table_close(rel, NoLock);
 			continue;
 		}
-		fine = IdemGenPendingAdd(g->id, (uint64) g->claims);
-		scan = table_beginscan(rel, SnapshotAny, 0, NULL);
-		while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
-		{
-			bool		isnull;
-			Datum		keyd = heap_getattr(tuple, att_key, RelationGetDescr(rel), &isnull);
-			int32		nsid = DatumGetInt32(heap_getattr(tuple, att_ns, RelationGetDescr(rel), &isnull));
-			bytea	   *key = DatumGetByteaPP(keyd);
-
-			CHECK_FOR_INTERRUPTS();
-			IdemFilterAdd(&fine->filter, IdemFilterHash(nsid, key));
-			if ((Pointer) key != DatumGetPointer(keyd))
-				pfree(key);
-		}
-		table_endscan(scan);
+		IdemGenFilterScan(rel, att_ns, att_key,
+						  &IdemGenPendingAdd(g->id, (uint64) g->claims)->filter, NULL);
 		table_close(rel, NoLock);
 		return true;
 	}

@@ -84,6 +84,7 @@ extern bool IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns,
 extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
 extern void IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done);
+extern bool IdemGenRefineWanted(void);
 extern bool IdemGenRefineFilter(void);
 
 #endif							/* IDEM_GENERATION_H */

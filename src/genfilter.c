@@ -606,6 +606,29 @@ IdemGenFilterWantsFine(int slot, int32 gen_id)
 }
 
 /*
+ * Does any slot of this database want a finer filter?  Read without the
+ * lock, from shared memory alone, so that a purge round with nothing to
+ * refine (the usual case) starts no transaction for it.
+ */
+bool
+IdemGenAnyWantsFine(void)
+{
+	int			i;
+
+	if (idem_gen_shared == NULL)
+		return false;
+	for (i = 0; i < IDEM_GEN_SLOTS; i++)
+	{
+		IdemGenSlot *s = &idem_gen_shared->slots[i];
+
+		if ((pg_atomic_read_u64(&s->key) >> 32) == MyDatabaseId &&
+			pg_atomic_read_u32(&s->ready) != 0 && !s->fine && !s->fine_failed)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Test hash against generation gen_id's filter: 0 if the generation
  * definitely holds no such claim, 1 if it may, -1 if the filter is not
  * loaded (or was freed or replaced meanwhile).

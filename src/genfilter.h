@@ -72,6 +72,7 @@ extern bool IdemGenFilterReady(int slot, int32 gen_id);
 extern bool IdemGenFilterLoad(int slot, int32 gen_id, const char *bits,
 							  Size len, int nhashes, bool fine);
 extern bool IdemGenFilterWantsFine(int slot, int32 gen_id);
+extern bool IdemGenAnyWantsFine(void);
 extern int	IdemGenFilterTest(int slot, int32 gen_id, uint64 hash);
 extern void IdemGenFilterPrefetch(int slot, int32 gen_id, uint64 hash);
 extern void IdemGenCountClaim(int slot, int32 gen_id, uint64 limit);

@@ -821,7 +821,7 @@ IdemPurgeRefine(TimestampTz deadline, MemoryContext cxt, int *errors)
 	volatile int refined = 0;
 
 	while (refined < IDEM_GEN_REFINE_PER_ROUND && idem_purge_enabled &&
-		   GetCurrentTimestamp() < deadline)
+		   IdemGenRefineWanted() && GetCurrentTimestamp() < deadline)
 	{
 		volatile bool more = false;
 
