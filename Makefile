@@ -17,6 +17,7 @@ OBJS = \
 	src/claimtrigger.o \
 	src/generation.o \
 	src/genfilter.o \
+	src/genstripe.o \
 	src/guard.o \
 	src/inval.o \
 	src/keylock.o \

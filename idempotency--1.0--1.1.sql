@@ -204,3 +204,28 @@ BEGIN
     END IF;
 END
 $$;
+
+--
+-- What shared memory holds of each sealed generation's filter (1.1)
+--
+CREATE FUNCTION idempotency.idem_generation_filter(generation integer) RETURNS text
+    AS 'MODULE_PATHNAME', 'idem_generation_filter'
+    LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION idempotency.idem_generation_filter(integer) IS
+    'what shared memory holds of a sealed generation''s filter: a stripe lane, its finer filter, the stored one, or NULL';
+
+CREATE OR REPLACE VIEW idem_generations AS
+    SELECT g.id, g.ttl_class,
+           make_interval(secs => 2 ^ g.ttl_class) AS ttl_class_from,
+           g.state,
+           ('idempotency.claims_g' || g.id)      AS relation,
+           g.opened_at, g.closed_at, g.sealed_at,
+           g.claims,
+           pg_relation_size(to_regclass('idempotency.claims_g' || g.id)) AS heap_bytes,
+           octet_length(g.filter)                AS filter_bytes,
+           (SELECT max(idempotency.idem_expires_at(l.last, n.ttl))
+              FROM unnest(g.namespaces, g.last_claimed) AS l(ns, last)
+              JOIN idem_namespaces n ON n.id = l.ns) AS expires_at,
+           idempotency.idem_generation_filter(g.id) AS filter_in_memory
+      FROM idempotency.generations g;
+REVOKE ALL ON FUNCTION idempotency.idem_generation_filter(integer) FROM PUBLIC;

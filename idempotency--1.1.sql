@@ -542,6 +542,12 @@ COMMENT ON VIEW idem_claims IS 'stored claims, expired ones included until purge
 -- The generations of the claims, with what each holds and when it goes.
 -- expires_at is when its last claim expires under today's TTLs: the purge
 -- drops it after that.  NULL while it is open or closed.
+CREATE FUNCTION idempotency.idem_generation_filter(generation integer) RETURNS text
+    AS 'MODULE_PATHNAME', 'idem_generation_filter'
+    LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION idempotency.idem_generation_filter(integer) IS
+    'what shared memory holds of a sealed generation''s filter: a stripe lane, its finer filter, the stored one, or NULL';
+
 CREATE VIEW idem_generations AS
     SELECT g.id, g.ttl_class,
            make_interval(secs => 2 ^ g.ttl_class) AS ttl_class_from,
@@ -553,7 +559,8 @@ CREATE VIEW idem_generations AS
            octet_length(g.filter)                AS filter_bytes,
            (SELECT max(idempotency.idem_expires_at(l.last, n.ttl))
               FROM unnest(g.namespaces, g.last_claimed) AS l(ns, last)
-              JOIN idem_namespaces n ON n.id = l.ns) AS expires_at
+              JOIN idem_namespaces n ON n.id = l.ns) AS expires_at,
+           idempotency.idem_generation_filter(g.id) AS filter_in_memory
       FROM idempotency.generations g;
 COMMENT ON VIEW idem_generations IS 'generations of the claims: open, closed or sealed, and when each is dropped';
 
@@ -623,6 +630,7 @@ REVOKE ALL ON FUNCTION idem_purge(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_generation_switch(text) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE idem_purge_run(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_table_changed() FROM PUBLIC;
+REVOKE ALL ON FUNCTION idempotency.idem_generation_filter(integer) FROM PUBLIC;
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
 GRANT SELECT ON idempotency.namespaces, idempotency.machines,
                 idempotency.machine_bindings TO PUBLIC;

@@ -91,6 +91,7 @@
 #include "compat.h"
 #include "generation.h"
 #include "genfilter.h"
+#include "genstripe.h"
 #include "idempotency.h"
 #include "rowseek.h"
 #include "spectoken.h"
@@ -700,21 +701,31 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 {
 	IdemStore  *store = probe->store;
 	IdemStoreRel *target = probe->rel;
+	int32		klass = IdemGenClassOf(probe->ns);
+	IdemStripeView view[IDEM_GEN_STRIPES];
+	int			nview;
 	int			i;
 
 	IdemStoreCatchUp(store);
-	/* the sealed generations' filter blocks, all at once */
+	/* the stripes of the class: one test for their generations */
+	nview = IdemGenStripeView(klass, probe->fhash, view);
+	/* the other sealed generations' filter blocks, all at once */
 	for (i = 1; i < IdemStoreNumRels(store); i++)
 	{
 		IdemGeneration *g = IdemStoreRelAt(store, i)->gen;
 
-		if (g->state == IDEM_GEN_SEALED && g->has_filter && g->slot >= 0)
+		if (g->state == IDEM_GEN_SEALED && g->has_filter && g->slot >= 0 &&
+			g->stripe_ref == IDEM_STRIPE_NO_LANE)
 			IdemGenFilterPrefetch(g->slot, g->id, probe->fhash);
 	}
 	for (i = 0; i < IdemStoreNumRels(store); i++)
 	{
 		IdemStoreRel *r = IdemStoreRelAt(store, i);
+		IdemGeneration *g = r->gen;
 
+		if (nview > 0 && g != NULL && g->state == IDEM_GEN_SEALED &&
+			g->ttl_class == klass && IdemGenLaneAbsent(g, view, nview))
+			continue;
 		if (r == target || !IdemStoreRelMayHold(store, r, probe->ns, probe->fhash))
 			continue;
 		if (!IdemStoreRelOpen(store, r, AccessShareLock))
@@ -1150,6 +1161,7 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 
 	target = IdemStoreTarget(store, ns);
 	IdemProbeInit(&probe, store, ns, key, XLTW_InsertIndex);
+	IdemGenStripePrefetch(IdemGenClassOf(ns), probe.fhash);
 	IdemProbeAt(&probe, target);
 	probe.row = *row;
 	probe.want_fp = check_fp && row->has_fp;

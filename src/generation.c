@@ -80,6 +80,7 @@
 #include "generation.h"
 #include "nsgrant.h"
 #include "genfilter.h"
+#include "genstripe.h"
 #include "idempotency.h"
 #include "inval.h"
 #include "namespace.h"
@@ -89,7 +90,7 @@ PG_FUNCTION_INFO_V1(idem_generation_switch);
 
 int			idem_generation_min_ttl = 10;
 int			idem_generations_per_ttl = 4;
-int			idem_generation_max_claims = 1000000;
+int			idem_generation_max_claims = 250000;
 
 static IdemGenCache idem_genmap_gen = IDEM_GEN_CACHE_INIT("idempotency generations");
 static IdemGenMap *idem_genmap = NULL;
@@ -107,6 +108,7 @@ static List *idem_gen_dropped = NIL;
 typedef struct IdemGenPendingFilter
 {
 	int32		gen_id;
+	int32		ttl_class;
 	SubTransactionId subid;		/* that built it, or its committed parent */
 	IdemFilter	filter;			/* in TopMemoryContext */
 } IdemGenPendingFilter;
@@ -206,24 +208,26 @@ IdemGenPendingFree(IdemGenPendingFilter *p)
  * bits are allocated, so that an error frees it with the transaction
  */
 static IdemGenPendingFilter *
-IdemGenPendingAdd(int32 gen_id, uint64 n)
+IdemGenPendingAdd(int32 gen_id, int32 ttl_class, uint64 n)
 {
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 	IdemGenPendingFilter *p = palloc0(sizeof(IdemGenPendingFilter));
 
 	p->gen_id = gen_id;
+	p->ttl_class = ttl_class;
 	p->subid = GetCurrentSubTransactionId();
 	idem_gen_pending = lappend(idem_gen_pending, p);
-	IdemFilterInit(&p->filter, n, idem_filter_memory_bits_per_claim);
+	IdemGenStripeGeometry(ttl_class, n, &p->filter);
 	MemoryContextSwitchTo(old);
 	return p;
 }
 
 /*
  * At the end of a transaction that sealed generations: a committed one
- * loads their finer filters into shared memory (where a slot and room are
- * to be had; a claimer loads the stored filter otherwise), any other end
- * forgets them.  A prepared transaction's commit comes later, in another
+ * puts their finer filters into stripe lanes (genstripe.c), or else loads
+ * them into shared memory as they are (where a slot and room are to be
+ * had; a claimer loads the stored filter otherwise), any other end forgets
+ * them.  A prepared transaction's commit comes later, in another
  * backend, so its seals keep only their stored filters.
  */
 static void
@@ -241,7 +245,8 @@ IdemGenPendingEnd(XactEvent event)
 		{
 			int			slot = IdemGenSlotFind(p->gen_id, true, false);
 
-			if (slot >= 0)
+			if (slot >= 0 &&
+				!IdemGenFilterPlaceLane(slot, p->gen_id, p->ttl_class, &p->filter))
 				(void) IdemGenFilterLoad(slot, p->gen_id, (const char *) p->filter.bits,
 										 (Size) p->filter.nblocks * IDEM_FILTER_BLOCK_BYTES,
 										 p->filter.nhashes, true);
@@ -425,7 +430,7 @@ IdemGenerationInit(void)
 							"Claims after which a class's open generation is switched, whatever its age.",
 							"Bounds the open generation's index, which every new claim inserts into; 0 switches by age alone.",
 							&idem_generation_max_claims,
-							1000000, 0, INT_MAX,
+							250000, 0, INT_MAX,
 							PGC_SUSET, 0,
 							IdemGenMaxClaimsCheck, NULL, NULL);
 	IdemInvalOnRelcache(IdemGenMapInvalidate);
@@ -542,6 +547,8 @@ IdemGenCollectRow(HeapTuple tuple, TupleDesc desc, void *arg)
 		g->claims = -1;
 	g->relid = get_relname_relid(IdemGenRelName(g->id), c->schema);
 	g->slot = -1;
+	g->stripe_ref = IDEM_STRIPE_NO_LANE;
+	g->stripe_changes = PG_UINT64_MAX;
 }
 
 /* Read every generation, latest committed state, newest first */
@@ -742,6 +749,45 @@ IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns, TimestampTz n
 	int			i = IdemGenNsIndex(gen, ns);
 
 	return i >= 0 && IdemNamespaceExpiry(ns, gen->first_claimed[i]) >= now;
+}
+
+/*
+ * Does view (IdemGenStripeView of a hash, for gen's class) say that sealed
+ * generation gen definitely does not hold the hash?  Through gen's stripe
+ * lane, as this backend last saw it its own; false when unsure.
+ */
+bool
+IdemGenLaneAbsent(IdemGeneration *gen, const IdemStripeView *view, int nview)
+{
+	int			si;
+	int			v;
+
+	if (gen->stripe_ref == IDEM_STRIPE_NO_LANE)
+	{
+		if (gen->slot < 0)
+			return false;
+		gen->stripe_ref = IdemGenSlotStripeRef(gen->slot, gen->id);
+		gen->stripe_changes = PG_UINT64_MAX;
+		if (gen->stripe_ref == IDEM_STRIPE_NO_LANE)
+			return false;
+	}
+	si = gen->stripe_ref / IDEM_STRIPE_MAX_LANES;
+	for (v = 0; v < nview && view[v].stripe != si; v++)
+		;
+	if (v == nview)
+		return false;
+	if (view[v].changes != gen->stripe_changes)
+	{
+		/* the stripe changed since: is the lane still gen's? */
+		if (!IdemGenStripeOwner(gen->stripe_ref, gen->id, &gen->stripe_changes))
+		{
+			gen->stripe_ref = IDEM_STRIPE_NO_LANE;
+			return false;
+		}
+		if (view[v].changes != gen->stripe_changes)
+			return false;
+	}
+	return (view[v].absent >> (gen->stripe_ref % IDEM_STRIPE_MAX_LANES)) & 1;
 }
 
 /*
@@ -993,7 +1039,7 @@ IdemGenSeal(IdemGeneration *gen)
 
 	IdemFilterInit(&filter, (uint64) n, idem_filter_bits_per_claim);
 	if (IdemGenFineFilters())
-		fine = IdemGenPendingAdd(gen->id, (uint64) n);
+		fine = IdemGenPendingAdd(gen->id, gen->ttl_class, (uint64) n);
 	IdemGenFilterScan(rel, att_ns, att_key, &filter, fine != NULL ? &fine->filter : NULL);
 	table_close(rel, NoLock);
 
@@ -1234,7 +1280,7 @@ IdemGenRefineFilter(void)
 			continue;
 		}
 		IdemGenFilterScan(rel, att_ns, att_key,
-						  &IdemGenPendingAdd(g->id, (uint64) g->claims)->filter, NULL);
+						  &IdemGenPendingAdd(g->id, g->ttl_class, (uint64) g->claims)->filter, NULL);
 		table_close(rel, NoLock);
 		return true;
 	}

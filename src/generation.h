@@ -10,6 +10,7 @@
 
 #include "datatype/timestamp.h"
 
+#include "genstripe.h"
 #include "namespace.h"
 
 /* Where a generation is in its life */
@@ -29,6 +30,8 @@ typedef struct IdemGeneration
 	Oid			relid;			/* idempotency.claims_g<id>, or InvalidOid */
 	TimestampTz opened_at;
 	int			slot;			/* its shared slot, or -1 */
+	int			stripe_ref;		/* its stripe lane as last seen, or -1 */
+	uint64		stripe_changes; /* the stripe's count it was ours at */
 	bool		has_filter;		/* sealed with a stored filter */
 	bool		filter_failed;	/* could not be loaded: probe instead */
 	int			nns;			/* sealed: namespaces it holds */
@@ -79,6 +82,8 @@ extern int32 IdemGenClassOf(const IdemNamespace *ns);
 extern IdemGeneration *IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns);
 extern bool IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now, uint64 fhash);
+extern bool IdemGenLaneAbsent(IdemGeneration *gen, const IdemStripeView *view,
+							  int nview);
 extern bool IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
 extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,

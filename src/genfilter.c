@@ -64,10 +64,12 @@
 #include "port/pg_bitutils.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
 #include "genfilter.h"
+#include "genstripe.h"
 #include "idempotency.h"
 #include "shmem.h"
 
@@ -81,6 +83,7 @@ typedef struct IdemGenSlot
 	int			nhashes;
 	bool		fine;			/* the finer filter of a seal, not the stored one */
 	bool		fine_failed;	/* a finer one did not fit: keep the stored one */
+	int			stripe_ref;		/* its finer filter's stripe lane, or IDEM_STRIPE_NO_LANE */
 	pg_atomic_uint64 claims;	/* inserted by our claims: see IdemGenCountClaim */
 	pg_atomic_uint64 nsbits[IDEM_GEN_NS_WORDS];
 } IdemGenSlot;
@@ -112,6 +115,8 @@ int			idem_filter_memory_kb = 131072;
 int			idem_filter_bits_per_claim = 12;
 int			idem_filter_memory_bits_per_claim = 20;
 bool		idem_debug_legacy_filters = false;
+
+PG_FUNCTION_INFO_V1(idem_generation_filter);
 
 static IdemGenShared *idem_gen_shared = NULL;
 static IdemGenDb *idem_gen_switching_db = NULL;	/* counted as switching there */
@@ -205,6 +210,7 @@ IdemGenFilterShmemInit(void)
 		s->offset = 0;
 		s->nblocks = 0;
 		s->nhashes = 0;
+		s->stripe_ref = IDEM_STRIPE_NO_LANE;
 		pg_atomic_init_u64(&s->claims, 0);
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_init_u64(&s->nsbits[w], 0);
@@ -234,47 +240,6 @@ IdemFilterInit(IdemFilter *filter, uint64 nclaims, int bits_per_claim)
 	filter->nblocks = (uint32) Min(nblocks, (uint64) (MaxAllocHugeSize / IDEM_FILTER_BLOCK_BYTES));
 	filter->bits = palloc_extended((Size) filter->nblocks * IDEM_FILTER_BLOCK_BYTES,
 								   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-}
-
-/* The block of a hash */
-static inline uint32
-IdemFilterBlock(uint64 hash, uint32 nblocks)
-{
-	return (uint32) (((hash >> 32) * (uint64) nblocks) >> 32);
-}
-
-/*
- * Bits of a hash for the positions in its block, independent of the bits
- * that chose the block: a 64-bit mix (a finalizer as in MurmurHash3), seven
- * 9-bit positions from each word.  Positions in arithmetic progression (the
- * usual double hashing) overlap between claims of one block far more than
- * random ones: at 20 bits per claim they gave 0.14% false positives where
- * a Bloom filter of 512-bit blocks should give 0.02%.
- */
-static inline uint64
-IdemFilterMix(uint64 x)
-{
-	x ^= x >> 33;
-	x *= UINT64CONST(0xff51afd7ed558ccd);
-	x ^= x >> 33;
-	x *= UINT64CONST(0xc4ceb9fe1a85ec53);
-	x ^= x >> 33;
-	return x;
-}
-
-/*
- * Position i of a hash in its block.  Mixed: *w carries the current word
- * (start it at IdemFilterMix(hash)).  1.0's layout: h1 + i * h2, from the
- * hash's low 32 bits and the odd 32 bits from bit 16.
- */
-static inline uint32
-IdemFilterBit(uint64 hash, uint64 *w, int i, bool mixed)
-{
-	if (!mixed)
-		return ((uint32) hash + i * ((uint32) (hash >> 16) | 1)) & 511;
-	if (i > 0 && i % 7 == 0)
-		*w = IdemFilterMix(*w + UINT64CONST(0x9E3779B97F4A7C15));
-	return (uint32) (*w >> (9 * (i % 7))) & 511;
 }
 
 /* Add a claim's hash to a filter */
@@ -372,6 +337,7 @@ IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
 		s->nblocks = 0;
 		s->fine = false;
 		s->fine_failed = false;
+		s->stripe_ref = IDEM_STRIPE_NO_LANE;
 		pg_atomic_write_u64(&s->claims, 0);
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_write_u64(&s->nsbits[w], fresh ? 0 : PG_UINT64_MAX);
@@ -386,6 +352,12 @@ IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
 static void
 IdemGenSlotFreeAt(int i)
 {
+	IdemGenSlot *s = &idem_gen_shared->slots[i];
+
+	if (s->stripe_ref != IDEM_STRIPE_NO_LANE)
+		IdemGenStripeFreeLane(s->stripe_ref,
+							  (int32) (uint32) pg_atomic_read_u64(&s->key));
+	s->stripe_ref = IDEM_STRIPE_NO_LANE;
 	pg_atomic_write_u64(&idem_gen_shared->slots[i].key, 0);
 	pg_atomic_write_u32(&idem_gen_shared->slots[i].ready, 0);
 }
@@ -496,12 +468,99 @@ IdemGenMayHoldNamespace(int slot, int32 gen_id, int32 nsid)
 	return has;
 }
 
+/*
+ * Generation gen_id's stripe lane moved from from_ref to to_ref
+ * (genstripe.c): so does its slot's reference.  Under the lock.
+ */
+void
+IdemGenSlotMoveLane(int32 gen_id, int from_ref, int to_ref)
+{
+	int			slot = IdemGenSlotFind(gen_id, false, false);
+
+	if (slot >= 0 && idem_gen_shared->slots[slot].stripe_ref == from_ref)
+		idem_gen_shared->slots[slot].stripe_ref = to_ref;
+}
+
+/* The stripe lane of generation gen_id's slot, or IDEM_STRIPE_NO_LANE */
+int
+IdemGenSlotStripeRef(int slot, int32 gen_id)
+{
+	int			ref;
+
+	if (!IdemGenSlotIs(slot, gen_id))
+		return IDEM_STRIPE_NO_LANE;
+	ref = *(volatile int *) &idem_gen_shared->slots[slot].stripe_ref;
+	return ref;
+}
+
 /* Is generation gen_id's filter loaded in slot? */
 bool
 IdemGenFilterReady(int slot, int32 gen_id)
 {
 	return IdemGenSlotIs(slot, gen_id) &&
 		pg_atomic_read_u32(&idem_gen_shared->slots[slot].ready) != 0;
+}
+
+/* The filters' arena in shared memory (NULL without it) */
+char *
+IdemGenArena(void)
+{
+	return idem_gen_arena;
+}
+
+/* Does [start, start + len) overlap a filter loaded in a slot? */
+static bool
+IdemGenArenaTaken(uint64 start, uint64 len)
+{
+	for (int j = 0; j < IDEM_GEN_SLOTS; j++)
+	{
+		IdemGenSlot *o = &idem_gen_shared->slots[j];
+		uint64		oend;
+
+		if (pg_atomic_read_u64(&o->key) == 0 || pg_atomic_read_u32(&o->ready) == 0)
+			continue;
+		oend = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
+		if (start < oend && o->offset < start + len)
+			return true;
+	}
+	return IdemGenStripeOverlaps(start, len);
+}
+
+/*
+ * Find room for len bytes in the arena, first fit between the filters
+ * loaded and the stripes (genstripe.c): at 0, then after each of them.
+ * The caller holds the lock, and fills the room before releasing it.
+ */
+bool
+IdemGenArenaPlace(uint64 len, uint64 *offset)
+{
+	uint64		start;
+	int			c;
+
+	if (idem_gen_shared == NULL || len == 0)
+		return false;
+	for (c = -1; c < IDEM_GEN_SLOTS + IDEM_GEN_STRIPES; c++)
+	{
+		if (c < 0)
+			start = 0;
+		else if (c < IDEM_GEN_SLOTS)
+		{
+			IdemGenSlot *o = &idem_gen_shared->slots[c];
+
+			if (pg_atomic_read_u64(&o->key) == 0 || pg_atomic_read_u32(&o->ready) == 0)
+				continue;
+			start = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
+		}
+		else if (!IdemGenStripeEnd(c - IDEM_GEN_SLOTS, &start))
+			continue;
+		start = TYPEALIGN(PG_CACHE_LINE_SIZE, start);
+		if (start + len <= idem_gen_shared->arena_size && !IdemGenArenaTaken(start, len))
+		{
+			*offset = start;
+			return true;
+		}
+	}
+	return false;
 }
 
 /*
@@ -537,39 +596,7 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 		LWLockRelease(idem_gen_shared->lock);
 		return true;
 	}
-	/* try each gap: at 0, then after each loaded filter (ours included) */
-	for (int c = -1; c < IDEM_GEN_SLOTS && !placed; c++)
-	{
-		uint64		start = 0;
-		bool		clear = true;
-
-		if (c >= 0)
-		{
-			IdemGenSlot *o = &idem_gen_shared->slots[c];
-
-			if (pg_atomic_read_u64(&o->key) == 0 || pg_atomic_read_u32(&o->ready) == 0)
-				continue;
-			start = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
-		}
-		if (start + len > idem_gen_shared->arena_size)
-			continue;
-		for (int j = 0; j < IDEM_GEN_SLOTS && clear; j++)
-		{
-			IdemGenSlot *o = &idem_gen_shared->slots[j];
-			uint64		oend;
-
-			if (pg_atomic_read_u64(&o->key) == 0 || pg_atomic_read_u32(&o->ready) == 0)
-				continue;
-			oend = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
-			if (start < oend && o->offset < start + len)
-				clear = false;
-		}
-		if (clear)
-		{
-			offset = start;
-			placed = true;
-		}
-	}
+	placed = IdemGenArenaPlace(len, &offset);
 	if (!placed && fine && loaded)
 		s->fine_failed = true;	/* no room beside the stored one */
 	if (placed)
@@ -595,6 +622,43 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 }
 
 /*
+ * Put generation gen_id's finer filter, of class ttl_class, into a stripe
+ * lane (genstripe.c) in place of the filter its slot holds.  false if no
+ * stripe can take it: the caller loads it as it is.
+ */
+bool
+IdemGenFilterPlaceLane(int slot, int32 gen_id, int32 ttl_class, const IdemFilter *filter)
+{
+	IdemGenSlot *s;
+	int			ref;
+
+	if (idem_gen_shared == NULL || slot < 0)
+		return false;
+	s = &idem_gen_shared->slots[slot];
+	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u64(&s->key) != IdemGenSlotKey(gen_id))
+	{
+		LWLockRelease(idem_gen_shared->lock);
+		return false;
+	}
+	if (s->stripe_ref != IDEM_STRIPE_NO_LANE)
+	{
+		LWLockRelease(idem_gen_shared->lock);
+		return true;
+	}
+	ref = IdemGenStripePlace(gen_id, ttl_class, filter);
+	if (ref != IDEM_STRIPE_NO_LANE)
+	{
+		s->stripe_ref = ref;
+		/* the stored filter's room goes back: tests read the lane */
+		pg_atomic_write_u32(&s->ready, 0);
+		s->fine = true;
+	}
+	LWLockRelease(idem_gen_shared->lock);
+	return ref != IDEM_STRIPE_NO_LANE;
+}
+
+/*
  * Does generation gen_id's slot hold a stored filter that a finer one could
  * replace (one that claimers use, and for which there was room so far)?
  */
@@ -602,7 +666,8 @@ bool
 IdemGenFilterWantsFine(int slot, int32 gen_id)
 {
 	return IdemGenFilterReady(slot, gen_id) && !idem_gen_shared->slots[slot].fine &&
-		!idem_gen_shared->slots[slot].fine_failed;
+		!idem_gen_shared->slots[slot].fine_failed &&
+		idem_gen_shared->slots[slot].stripe_ref == IDEM_STRIPE_NO_LANE;
 }
 
 /*
@@ -622,7 +687,8 @@ IdemGenAnyWantsFine(void)
 		IdemGenSlot *s = &idem_gen_shared->slots[i];
 
 		if ((pg_atomic_read_u64(&s->key) >> 32) == MyDatabaseId &&
-			pg_atomic_read_u32(&s->ready) != 0 && !s->fine && !s->fine_failed)
+			pg_atomic_read_u32(&s->ready) != 0 && !s->fine && !s->fine_failed &&
+			s->stripe_ref == IDEM_STRIPE_NO_LANE)
 			return true;
 	}
 	return false;
@@ -646,6 +712,13 @@ IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
 	if (!IdemGenSlotIs(slot, gen_id))
 		return -1;
 	s = &idem_gen_shared->slots[slot];
+	if (s->stripe_ref != IDEM_STRIPE_NO_LANE)
+	{
+		int			t = IdemGenStripeTest(*(volatile int *) &s->stripe_ref, gen_id, hash);
+
+		if (t >= 0)
+			return t;
+	}
 	load = pg_atomic_read_u32(&s->ready);
 	if (load == 0)
 		return -1;
@@ -985,4 +1058,33 @@ IdemGenFilterPrefetch(int slot, int32 gen_id, uint64 hash)
 	__builtin_prefetch(idem_gen_arena + s->offset +
 					   (Size) IdemFilterBlock(hash, s->nblocks) * IDEM_FILTER_BLOCK_BYTES);
 #endif
+}
+
+/*
+ * idem_generation_filter(generation integer) returns text
+ *
+ * What shared memory holds of a sealed generation's filter, as the view
+ * idem_generations shows it: 'stripe of N lanes' (a lane of a stripe of
+ * its class, genstripe.c), 'fine' (its finer filter), 'stored' (the one
+ * stored with it), or NULL (none loaded yet, or no shared memory).
+ */
+Datum
+idem_generation_filter(PG_FUNCTION_ARGS)
+{
+	int32		gen_id = PG_GETARG_INT32(0);
+	int			slot = IdemGenSlotFind(gen_id, false, false);
+	int			width;
+	IdemGenSlot *s;
+	bool		fine;
+
+	if (slot < 0)
+		PG_RETURN_NULL();
+	s = &idem_gen_shared->slots[slot];
+	width = IdemGenStripeWidth(IdemGenSlotStripeRef(slot, gen_id), gen_id);
+	if (width > 0)
+		PG_RETURN_TEXT_P(cstring_to_text(psprintf("stripe of %d lanes", width)));
+	fine = s->fine;
+	if (!IdemGenFilterReady(slot, gen_id))
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(fine ? "fine" : "stored"));
 }

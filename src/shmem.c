@@ -15,6 +15,7 @@
 
 #include "claimcache.h"
 #include "genfilter.h"
+#include "genstripe.h"
 #include "idempotency.h"
 #include "spectoken.h"
 #include "shmem.h"
@@ -37,6 +38,7 @@ IdemShmemSize(void)
 	size = add_size(size, IdemClaimCacheShmemSize());
 	size = add_size(size, IdemSpecTokenShmemSize());
 	size = add_size(size, IdemGenFilterShmemSize());
+	size = add_size(size, IdemGenStripeShmemSize());
 	return size;
 }
 
@@ -73,6 +75,7 @@ IdemShmemStartup(void)
 	IdemClaimCacheShmemInit();
 	IdemSpecTokenShmemInit();
 	IdemGenFilterShmemInit();
+	IdemGenStripeShmemInit();
 	LWLockRelease(AddinShmemInitLock);
 }
 
