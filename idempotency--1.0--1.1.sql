@@ -228,4 +228,3 @@ CREATE OR REPLACE VIEW idem_generations AS
               JOIN idem_namespaces n ON n.id = l.ns) AS expires_at,
            idempotency.idem_generation_filter(g.id) AS filter_in_memory
       FROM idempotency.generations g;
-REVOKE ALL ON FUNCTION idempotency.idem_generation_filter(integer) FROM PUBLIC;

@@ -630,7 +630,6 @@ REVOKE ALL ON FUNCTION idem_purge(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_generation_switch(text) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE idem_purge_run(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION idempotency.idem_table_changed() FROM PUBLIC;
-REVOKE ALL ON FUNCTION idempotency.idem_generation_filter(integer) FROM PUBLIC;
 GRANT USAGE ON SCHEMA idempotency TO PUBLIC;
 GRANT SELECT ON idempotency.namespaces, idempotency.machines,
                 idempotency.machine_bindings TO PUBLIC;

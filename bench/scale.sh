@@ -244,7 +244,7 @@ EOF
 bench_scale() {
     local sizes=${SCALE_SIZES:-"0 1000000 10000000 30000000"} e=${SCALE_EXPIRED:-1000000}
     local n=${SCALE_N:-100000} rounds=${SCALE_ROUNDS:-3} prev=0 s
-    local chunk=${SCALE_CHUNK:-1000000} steady
+    local chunk=${SCALE_CHUNK:-250000} steady
 
     say "scale: stores of $sizes live claims, $e expired, $rounds rounds of $n calls" >&2
     psql_q -f "$IDEM_ROOT/bench/scale.sql" >/dev/null

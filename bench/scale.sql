@@ -38,7 +38,7 @@ $$;
 -- grow the live store from live ids a+1 .. b on both sides: the claims
 -- written straight into the open generation, which is switched whenever
 -- it holds chunk claims, as idempotency.generation_max_claims has the
--- worker do (SCALE_CHUNK, by default its default of 1M).  The last chunk/2
+-- worker do (SCALE_CHUNK, by default its default of 250k).  The last chunk/2
 -- claims go to a fresh open generation: with the worker switching at the
 -- bound, an open generation holds between none and chunk claims, half on
 -- average, and the loops then add theirs (400k by default) to that.

@@ -479,6 +479,8 @@ IdemGenSlotMoveLane(int32 gen_id, int from_ref, int to_ref)
 
 	if (slot >= 0 && idem_gen_shared->slots[slot].stripe_ref == from_ref)
 		idem_gen_shared->slots[slot].stripe_ref = to_ref;
+	else
+		elog(WARNING, "generation %d has no slot for its stripe lane", gen_id);
 }
 
 /* The stripe lane of generation gen_id's slot, or IDEM_STRIPE_NO_LANE */
@@ -712,12 +714,23 @@ IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
 	if (!IdemGenSlotIs(slot, gen_id))
 		return -1;
 	s = &idem_gen_shared->slots[slot];
-	if (s->stripe_ref != IDEM_STRIPE_NO_LANE)
 	{
-		int			t = IdemGenStripeTest(*(volatile int *) &s->stripe_ref, gen_id, hash);
+		int			ref = *(volatile int *) &s->stripe_ref;
 
-		if (t >= 0)
-			return t;
+		/*
+		 * In a lane: a test that could not tell (the stripe changing under
+		 * it) says "may hold", one probe, rather than "not loaded", which
+		 * would load the stored filter again into the room the lane freed
+		 */
+		if (ref != IDEM_STRIPE_NO_LANE)
+		{
+			int			t = IdemGenStripeTest(ref, gen_id, hash);
+
+			if (t >= 0)
+				return t;
+			if (IdemGenSlotIs(slot, gen_id) && s->stripe_ref == ref)
+				return 1;
+		}
 	}
 	load = pg_atomic_read_u32(&s->ready);
 	if (load == 0)

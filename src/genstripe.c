@@ -20,8 +20,9 @@
  * the class has a stripe with room (IdemGenStripeGeometry), and which is
  * loaded as an ordinary filter when no lane can take it.  The width of a
  * new stripe (8, 16, 32 or 64 lanes, words of that many bits) follows how
- * many lanes the class already uses, so that a class of a few generations
- * does not pay memory for 64.
+ * many lanes the class already uses in that geometry, so that a class of
+ * a few generations does not pay memory for 64, and the narrower stripes
+ * move into the new one.
  *
  * Concurrency: stripes change under the shared lock only (a lane filled or
  * freed, a stripe made or freed); a lane's bits are written while it is
@@ -234,9 +235,9 @@ IdemGenStripeGeometry(int32 ttl_class, uint64 nclaims, IdemFilter *filter)
 	}
 }
 
-/* Lanes of class ttl_class in use in this database */
+/* Lanes in use in this database's stripes of class ttl_class and filter's geometry */
 static int
-IdemStripeLanesUsed(int32 ttl_class)
+IdemStripeLanesUsed(int32 ttl_class, const IdemFilter *filter)
 {
 	int			n = 0;
 
@@ -244,7 +245,8 @@ IdemStripeLanesUsed(int32 ttl_class)
 	{
 		IdemGenStripe *st = &idem_stripes[i];
 
-		if (!IdemStripeIsOurs(st, ttl_class))
+		if (!IdemStripeIsOurs(st, ttl_class) || st->nblocks != filter->nblocks ||
+			st->nhashes != filter->nhashes)
 			continue;
 		for (int l = 0; l < st->width; l++)
 			n += (st->lane_gen[l] != 0);
@@ -256,8 +258,9 @@ IdemStripeLanesUsed(int32 ttl_class)
  * Move the lanes of stripe oi into stripe ni from lane base on, as they
  * are, and free stripe oi; the caller holds the lock, and ni has the same
  * geometry, at least base + oi's width lanes, and lanes from base on free
- * (its bits zero, or any value: a free lane's bits are rewritten whole by
- * the fill that takes it).  The slots follow their lanes.
+ * with their bits zero (a free lane of oi moves with whatever bits it had:
+ * the fill that takes it rewrites them whole).  The slots follow their
+ * lanes.
  */
 static void
 IdemStripeMigrate(int oi, int ni, int base)
@@ -283,11 +286,14 @@ IdemStripeMigrate(int oi, int ni, int base)
 		if (o->lane_gen[l] == 0)
 			continue;
 		n->lane_gen[base + l] = o->lane_gen[l];
-		IdemGenSlotMoveLane(o->lane_gen[l], oi * IDEM_STRIPE_MAX_LANES + l,
-							ni * IDEM_STRIPE_MAX_LANES + base + l);
 	}
 	pg_write_barrier();
 	pg_atomic_fetch_or_u64(&n->ready, ready << base);
+	/* both lanes answer now: the slots can follow */
+	for (int l = 0; l < o->width; l++)
+		if (o->lane_gen[l] != 0)
+			IdemGenSlotMoveLane(o->lane_gen[l], oi * IDEM_STRIPE_MAX_LANES + l,
+								ni * IDEM_STRIPE_MAX_LANES + base + l);
 
 	/* readers of the old stripe see its count move, and ask the slot again */
 	pg_atomic_fetch_add_u64(&o->changes, 1);
@@ -301,16 +307,17 @@ IdemStripeMigrate(int oi, int ni, int base)
 
 /*
  * Make a stripe for filters of filter's geometry in class ttl_class; the
- * caller holds the lock.  Its width: twice the lanes the class uses, 8 at
- * least.  The narrower stripes of the same geometry move into it while
- * they fit, so that a class keeps few stripes to test as it grows: 8
- * lanes, then 32, then 64, then stripes of 64.  -1 if no stripe or no
+ * caller holds the lock.  Its width: twice the lanes the class uses in
+ * that geometry, 8 at least (a generation of an odd size gets 8).  The
+ * narrower stripes of the same geometry move into it while they fit, so
+ * that a class keeps few stripes to test as it grows: 8 lanes, then 32,
+ * then 64, then stripes of 64.  -1 if no stripe or no
  * room is left.
  */
 static int
 IdemStripeCreate(int32 ttl_class, const IdemFilter *filter)
 {
-	int			used = IdemStripeLanesUsed(ttl_class);
+	int			used = IdemStripeLanesUsed(ttl_class, filter);
 	int			width = 8;
 	uint64		offset;
 	int			i;
@@ -457,13 +464,16 @@ IdemGenStripeTest(int ref, int32 gen_id, uint64 hash)
 {
 	IdemGenStripe *st;
 	IdemStripeMemo *memo;
-	int			si = ref / IDEM_STRIPE_MAX_LANES;
-	int			lane = ref % IDEM_STRIPE_MAX_LANES;
-	uint64		bit = UINT64CONST(1) << lane;
+	int			si;
+	int			lane;
+	uint64		bit;
 	int			tries;
 
-	if (idem_stripes == NULL || ref < 0 || si >= IDEM_GEN_STRIPES)
+	if (idem_stripes == NULL || ref < 0 || ref >= IDEM_GEN_STRIPES * IDEM_STRIPE_MAX_LANES)
 		return -1;
+	si = ref / IDEM_STRIPE_MAX_LANES;
+	lane = ref % IDEM_STRIPE_MAX_LANES;
+	bit = UINT64CONST(1) << lane;
 	st = &idem_stripes[si];
 	memo = &idem_stripe_memo[si];
 	for (tries = 0; tries < 3; tries++)
