@@ -487,12 +487,9 @@ IdemGenSlotMoveLane(int32 gen_id, int from_ref, int to_ref)
 int
 IdemGenSlotStripeRef(int slot, int32 gen_id)
 {
-	int			ref;
-
 	if (!IdemGenSlotIs(slot, gen_id))
 		return IDEM_STRIPE_NO_LANE;
-	ref = *(volatile int *) &idem_gen_shared->slots[slot].stripe_ref;
-	return ref;
+	return *(volatile int *) &idem_gen_shared->slots[slot].stripe_ref;
 }
 
 /* Is generation gen_id's filter loaded in slot? */
@@ -510,7 +507,17 @@ IdemGenArena(void)
 	return idem_gen_arena;
 }
 
-/* Does [start, start + len) overlap a filter loaded in a slot? */
+/* Where slot o's loaded filter ends in the arena; false if none is loaded */
+static inline bool
+IdemGenSlotFilterEnd(IdemGenSlot *o, uint64 *end)
+{
+	if (pg_atomic_read_u64(&o->key) == 0 || pg_atomic_read_u32(&o->ready) == 0)
+		return false;
+	*end = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
+	return true;
+}
+
+/* Does [start, start + len) overlap a filter loaded in a slot, or a stripe? */
 static bool
 IdemGenArenaTaken(uint64 start, uint64 len)
 {
@@ -519,10 +526,7 @@ IdemGenArenaTaken(uint64 start, uint64 len)
 		IdemGenSlot *o = &idem_gen_shared->slots[j];
 		uint64		oend;
 
-		if (pg_atomic_read_u64(&o->key) == 0 || pg_atomic_read_u32(&o->ready) == 0)
-			continue;
-		oend = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
-		if (start < oend && o->offset < start + len)
+		if (IdemGenSlotFilterEnd(o, &oend) && start < oend && o->offset < start + len)
 			return true;
 	}
 	return IdemGenStripeOverlaps(start, len);
@@ -547,11 +551,8 @@ IdemGenArenaPlace(uint64 len, uint64 *offset)
 			start = 0;
 		else if (c < IDEM_GEN_SLOTS)
 		{
-			IdemGenSlot *o = &idem_gen_shared->slots[c];
-
-			if (pg_atomic_read_u64(&o->key) == 0 || pg_atomic_read_u32(&o->ready) == 0)
+			if (!IdemGenSlotFilterEnd(&idem_gen_shared->slots[c], &start))
 				continue;
-			start = o->offset + (uint64) o->nblocks * IDEM_FILTER_BLOCK_BYTES;
 		}
 		else if (!IdemGenStripeEnd(c - IDEM_GEN_SLOTS, &start))
 			continue;
@@ -563,6 +564,27 @@ IdemGenArenaPlace(uint64 len, uint64 *offset)
 		}
 	}
 	return false;
+}
+
+/*
+ * Take the lock if slot is still generation gen_id's, and return it; NULL
+ * (the lock not held) otherwise
+ */
+static IdemGenSlot *
+IdemGenSlotLock(int slot, int32 gen_id)
+{
+	IdemGenSlot *s;
+
+	if (idem_gen_shared == NULL || slot < 0)
+		return NULL;
+	s = &idem_gen_shared->slots[slot];
+	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u64(&s->key) != IdemGenSlotKey(gen_id))
+	{
+		LWLockRelease(idem_gen_shared->lock);
+		return NULL;
+	}
+	return s;
 }
 
 /*
@@ -582,16 +604,9 @@ IdemGenFilterLoad(int slot, int32 gen_id, const char *bits, Size len, int nhashe
 	bool		placed = false;
 	bool		loaded;
 
-	if (idem_gen_shared == NULL || slot < 0 || len == 0 ||
-		len % IDEM_FILTER_BLOCK_BYTES != 0)
+	if (len == 0 || len % IDEM_FILTER_BLOCK_BYTES != 0 ||
+		(s = IdemGenSlotLock(slot, gen_id)) == NULL)
 		return false;
-	s = &idem_gen_shared->slots[slot];
-	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u64(&s->key) != IdemGenSlotKey(gen_id))
-	{
-		LWLockRelease(idem_gen_shared->lock);
-		return false;
-	}
 	loaded = pg_atomic_read_u32(&s->ready) != 0;
 	if (loaded && (!fine || s->fine))
 	{
@@ -634,15 +649,8 @@ IdemGenFilterPlaceLane(int slot, int32 gen_id, int32 ttl_class, const IdemFilter
 	IdemGenSlot *s;
 	int			ref;
 
-	if (idem_gen_shared == NULL || slot < 0)
+	if ((s = IdemGenSlotLock(slot, gen_id)) == NULL)
 		return false;
-	s = &idem_gen_shared->slots[slot];
-	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u64(&s->key) != IdemGenSlotKey(gen_id))
-	{
-		LWLockRelease(idem_gen_shared->lock);
-		return false;
-	}
 	if (s->stripe_ref != IDEM_STRIPE_NO_LANE)
 	{
 		LWLockRelease(idem_gen_shared->lock);
@@ -654,7 +662,6 @@ IdemGenFilterPlaceLane(int slot, int32 gen_id, int32 ttl_class, const IdemFilter
 		s->stripe_ref = ref;
 		/* the stored filter's room goes back: tests read the lane */
 		pg_atomic_write_u32(&s->ready, 0);
-		s->fine = true;
 	}
 	LWLockRelease(idem_gen_shared->lock);
 	return ref != IDEM_STRIPE_NO_LANE;
@@ -1096,8 +1103,8 @@ idem_generation_filter(PG_FUNCTION_ARGS)
 	width = IdemGenStripeWidth(IdemGenSlotStripeRef(slot, gen_id), gen_id);
 	if (width > 0)
 		PG_RETURN_TEXT_P(cstring_to_text(psprintf("stripe of %d lanes", width)));
-	fine = s->fine;
 	if (!IdemGenFilterReady(slot, gen_id))
 		PG_RETURN_NULL();
+	fine = s->fine;
 	PG_RETURN_TEXT_P(cstring_to_text(fine ? "fine" : "stored"));
 }

@@ -141,16 +141,54 @@ IdemStripeWords(const IdemGenStripe *st)
 	return (uint64 *) (IdemGenArena() + st->offset);
 }
 
-/* The lanes of position pos (of block, in-block bit) */
+/* The lanes of a stripe of width lanes whose word bits start at bit at */
 static inline uint64
-IdemStripeLanes(const uint64 *words, int width, uint32 block, uint32 bit)
+IdemStripeLanes(const uint64 *words, int width, uint64 at)
 {
-	uint64		at = ((uint64) block * IDEM_STRIPE_BLOCK_BITS + bit) * width;
 	uint64		w = ((volatile const uint64 *) words)[at >> 6];
 
 	if (width == 64)
 		return w;
 	return (w >> (at & 63)) & ((UINT64CONST(1) << width) - 1);
+}
+
+/*
+ * Where in stripe st's words the lanes a test of hash reads start, one bit
+ * offset per hash: returns how many, or 0 if st's geometry is none to read
+ * (a stripe freed or changing under a reader that takes no lock)
+ */
+static int
+IdemStripePositions(const IdemGenStripe *st, uint64 hash, uint64 *at)
+{
+	uint32		nblocks = st->nblocks;
+	int			width = st->width;
+	int			k = Min(st->nhashes & IDEM_FILTER_HASHES_MASK, IDEM_STRIPE_MAX_HASHES);
+	uint64		w = IdemFilterMix(hash);
+	uint32		block;
+
+	if (nblocks == 0 || width == 0 ||
+		st->offset + IdemStripeBytes(nblocks, width) > (uint64) idem_filter_memory_kb * 1024)
+		return 0;
+	block = IdemFilterBlock(hash, nblocks);
+	for (int i = 0; i < k; i++)
+		at[i] = ((uint64) block * IDEM_STRIPE_BLOCK_BITS + IdemFilterBit(hash, &w, i, true)) * width;
+	return k;
+}
+
+/*
+ * The lanes of stripe st that may hold a hash, from its positions: loads
+ * that do not wait for each other
+ */
+static uint64
+IdemStripeAnd(const IdemGenStripe *st, const uint64 *at, int k)
+{
+	const uint64 *words = IdemStripeWords(st);
+	int			width = st->width;
+	uint64		lanes = (width == 64) ? PG_UINT64_MAX : ((UINT64CONST(1) << width) - 1);
+
+	for (int i = 0; i < k; i++)
+		lanes &= IdemStripeLanes(words, width, at[i]);
+	return lanes;
 }
 
 /* A free lane of stripe st, or -1 */
@@ -274,8 +312,7 @@ IdemStripeMigrate(int oi, int ni, int base)
 
 	for (uint64 pos = 0; pos < npos; pos++)
 	{
-		uint64		v = IdemStripeLanes(from, o->width, (uint32) (pos / IDEM_STRIPE_BLOCK_BITS),
-										(uint32) (pos % IDEM_STRIPE_BLOCK_BITS));
+		uint64		v = IdemStripeLanes(from, o->width, pos * o->width);
 		uint64		at = pos * n->width + base;
 
 		to[at >> 6] |= v << (at & 63);
@@ -481,6 +518,8 @@ IdemGenStripeTest(int ref, int32 gen_id, uint64 hash)
 		uint64		c1 = pg_atomic_read_u64(&st->changes);
 		uint64		ready;
 		uint64		lanes;
+		uint64		at[IDEM_STRIPE_MAX_HASHES];
+		int			k;
 
 		if (c1 & 1)
 			continue;
@@ -499,26 +538,10 @@ IdemGenStripeTest(int ref, int32 gen_id, uint64 hash)
 			continue;
 		}
 		pg_read_barrier();
-		{
-			const uint64 *words = IdemStripeWords(st);
-			int			width = st->width;
-			uint32		nblocks = st->nblocks;
-			int			k = Min(st->nhashes & IDEM_FILTER_HASHES_MASK, IDEM_STRIPE_MAX_HASHES);
-			uint32		block;
-			uint64		w = IdemFilterMix(hash);
-			uint32		bits[IDEM_STRIPE_MAX_HASHES];
-
-			if (nblocks == 0 || st->offset + IdemStripeBytes(nblocks, width) >
-				(uint64) idem_filter_memory_kb * 1024)
-				return -1;
-			block = IdemFilterBlock(hash, nblocks);
-			lanes = (width == 64) ? PG_UINT64_MAX : ((UINT64CONST(1) << width) - 1);
-			/* positions first, then loads that do not wait for each other */
-			for (int i = 0; i < k; i++)
-				bits[i] = IdemFilterBit(hash, &w, i, true);
-			for (int i = 0; i < k; i++)
-				lanes &= IdemStripeLanes(words, width, block, bits[i]);
-		}
+		k = IdemStripePositions(st, hash, at);
+		if (k == 0)
+			return -1;
+		lanes = IdemStripeAnd(st, at, k);
 		pg_read_barrier();
 		if (pg_atomic_read_u64(&st->changes) != c1)
 			continue;
@@ -574,24 +597,12 @@ IdemGenStripePrefetch(int32 ttl_class, uint64 hash)
 	for (int s = 0; s < n; s++)
 	{
 		IdemGenStripe *st = &idem_stripes[stripes[s]];
-		uint32		nblocks = st->nblocks;
-		int			width = st->width;
-		int			k = st->nhashes & IDEM_FILTER_HASHES_MASK;
-		uint64		w = IdemFilterMix(hash);
 		const char *words = (const char *) IdemStripeWords(st);
-		uint32		block;
+		uint64		at[IDEM_STRIPE_MAX_HASHES];
+		int			k = IdemStripePositions(st, hash, at);
 
-		if (nblocks == 0 || width == 0 ||
-			st->offset + IdemStripeBytes(nblocks, width) > (uint64) idem_filter_memory_kb * 1024)
-			continue;
-		block = IdemFilterBlock(hash, nblocks);
 		for (int i = 0; i < k; i++)
-		{
-			uint64		at = ((uint64) block * IDEM_STRIPE_BLOCK_BITS +
-							  IdemFilterBit(hash, &w, i, true)) * width;
-
-			__builtin_prefetch(words + (at >> 6) * 8);
-		}
+			__builtin_prefetch(words + (at[i] >> 6) * sizeof(uint64));
 	}
 #endif
 }
@@ -618,6 +629,8 @@ IdemGenStripeView(int32 ttl_class, uint64 hash, IdemStripeView *view)
 		uint64		c1 = pg_atomic_read_u64(&st->changes);
 		uint64		ready;
 		uint64		lanes;
+		uint64		at[IDEM_STRIPE_MAX_HASHES];
+		int			k;
 
 		view[s].stripe = stripes[s];
 		view[s].changes = c1;
@@ -627,25 +640,9 @@ IdemGenStripeView(int32 ttl_class, uint64 hash, IdemStripeView *view)
 		pg_read_barrier();
 		ready = pg_atomic_read_u64(&st->ready);
 		pg_read_barrier();
-		{
-			const uint64 *words = IdemStripeWords(st);
-			int			width = st->width;
-			uint32		nblocks = st->nblocks;
-			int			k = Min(st->nhashes & IDEM_FILTER_HASHES_MASK, IDEM_STRIPE_MAX_HASHES);
-			uint64		w = IdemFilterMix(hash);
-			uint32		bits[IDEM_STRIPE_MAX_HASHES];
-			uint32		block;
-
-			if (st->dbid != MyDatabaseId || nblocks == 0 || width == 0 ||
-				st->offset + IdemStripeBytes(nblocks, width) > (uint64) idem_filter_memory_kb * 1024)
-				continue;
-			block = IdemFilterBlock(hash, nblocks);
-			lanes = (width == 64) ? PG_UINT64_MAX : ((UINT64CONST(1) << width) - 1);
-			for (int i = 0; i < k; i++)
-				bits[i] = IdemFilterBit(hash, &w, i, true);
-			for (int i = 0; i < k; i++)
-				lanes &= IdemStripeLanes(words, width, block, bits[i]);
-		}
+		if (st->dbid != MyDatabaseId || (k = IdemStripePositions(st, hash, at)) == 0)
+			continue;
+		lanes = IdemStripeAnd(st, at, k);
 		pg_read_barrier();
 		if (pg_atomic_read_u64(&st->changes) == c1)
 			view[s].absent = ready & ~lanes;
