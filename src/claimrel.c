@@ -67,17 +67,29 @@
 /*
  * Layouts of the claims table and of its generations (generation.c), all
  * in one generation of memory: an invalidation of any of them drops all.
+ * They are found through a hash of the table's OID and its indexes' (an
+ * OID names one or the other), so that an old duplicate, which may lie in
+ * any of a thousand generations, finds its layout without a rebuild; and
+ * there are at most IDEM_CLAIMREL_MAX of them, some 2 kB each, since only
+ * the layout of a relation that takes insertions gets executor state.
  */
-#define IDEM_CLAIMREL_MAX	64
+#define IDEM_CLAIMREL_MAX	4096
+
+typedef struct IdemClaimRelEntry
+{
+	Oid			oid;			/* the hash key */
+	IdemClaimRel *cr;
+} IdemClaimRelEntry;
 
 static IdemGenCache idem_claimrel_gen = IDEM_GEN_CACHE_INIT("idempotency claims layout");
-static IdemClaimRel *idem_claimrel[IDEM_CLAIMREL_MAX];
+static HTAB *idem_claimrel_hash = NULL; /* in the generation's memory */
 static int	idem_nclaimrels = 0;
 
 /* Drop every layout */
 static void
 IdemClaimRelDropAll(void)
 {
+	idem_claimrel_hash = NULL;
 	idem_nclaimrels = 0;
 	IdemGenCacheRetire(&idem_claimrel_gen);
 }
@@ -86,22 +98,37 @@ IdemClaimRelDropAll(void)
 static void
 IdemClaimRelInvalidate(Oid relid)
 {
-	int			n;
+	if (idem_claimrel_hash == NULL)
+		return;
+	if (relid == InvalidOid ||
+		hash_search(idem_claimrel_hash, &relid, HASH_FIND, NULL) != NULL)
+		IdemClaimRelDropAll();
+}
+
+/* Enter a layout under its table's OID and its indexes' */
+static void
+IdemClaimRelEnter(IdemClaimRel *cr)
+{
 	int			i;
 
-	for (n = 0; n < idem_nclaimrels; n++)
+	if (idem_claimrel_hash == NULL)
 	{
-		IdemClaimRel *cr = idem_claimrel[n];
-		bool		ours = (relid == InvalidOid || relid == cr->relid);
+		HASHCTL		ctl;
 
-		for (i = 0; !ours && i < cr->nindexes; i++)
-			ours = (relid == cr->index_oids[i]);
-		if (ours)
-		{
-			IdemClaimRelDropAll();
-			return;
-		}
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(IdemClaimRelEntry);
+		ctl.hcxt = IdemGenCacheContext(&idem_claimrel_gen);
+		idem_claimrel_hash = hash_create("idempotency claims layouts", 256, &ctl,
+										 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
+	for (i = -1; i < cr->nindexes; i++)
+	{
+		Oid			oid = i < 0 ? cr->relid : cr->index_oids[i];
+		IdemClaimRelEntry *e = hash_search(idem_claimrel_hash, &oid, HASH_ENTER, NULL);
+
+		e->cr = cr;
+	}
+	idem_nclaimrels++;
 }
 
 /* Register the invalidation handler; called from _PG_init */
@@ -386,7 +413,7 @@ IdemClaimRelBuild(Relation heap)
 	oldcxt = MemoryContextSwitchTo(IdemGenCacheContext(&idem_claimrel_gen));
 	cr = palloc0(sizeof(IdemClaimRel));
 	cr->relid = RelationGetRelid(heap);
-	cr->estate = CreateExecutorState();
+	cr->cxt = CurrentMemoryContext;
 	cr->rri = makeNode(ResultRelInfo);
 	cr->rri->ri_RelationDesc = heap;
 
@@ -401,12 +428,27 @@ IdemClaimRelBuild(Relation heap)
 					   NULL,
 					   pstrdup("Re-create the extension, or set the access method back with ALTER TABLE idempotency.claims SET ACCESS METHOD heap."));
 	IdemClaimRelIndexes(cr, heap);
+	MemoryContextSwitchTo(oldcxt);
+	return cr;
+}
 
+/*
+ * The executor state of a layout, for an insertion: built on first use, in
+ * the layout's memory, since most layouts are only ever probed
+ */
+void
+IdemClaimRelForInsert(IdemClaimRel *cr, Relation heap)
+{
+	MemoryContext oldcxt;
+
+	if (cr->slot != NULL)
+		return;
+	oldcxt = MemoryContextSwitchTo(cr->cxt);
+	cr->estate = CreateExecutorState();
 	cr->slot = MakeSingleTupleTableSlot(CreateTupleDescCopy(RelationGetDescr(heap)),
 										&TTSOpsVirtual);
 	cr->slot->tts_tableOid = cr->relid;
 	MemoryContextSwitchTo(oldcxt);
-	return cr;
 }
 
 /*
@@ -418,24 +460,24 @@ IdemClaimRel *
 IdemClaimRelGet(Relation heap, IdemClaimOp op)
 {
 	IdemClaimRel *cr = NULL;
-	int			n;
+	Oid			relid = RelationGetRelid(heap);
 
-	/* the claims table first: it is asked for most */
-	for (n = 0; n < idem_nclaimrels; n++)
-		if (idem_claimrel[n]->relid == RelationGetRelid(heap))
-		{
-			cr = idem_claimrel[n];
-			break;
-		}
+	if (idem_claimrel_hash != NULL)
+	{
+		IdemClaimRelEntry *e = hash_search(idem_claimrel_hash, &relid, HASH_FIND, NULL);
+
+		if (e != NULL && e->cr->relid == relid)
+			cr = e->cr;
+	}
 	while (cr == NULL)
 	{
 		uint64		start = IdemInvalCounter();
 
-		if (idem_nclaimrels == IDEM_CLAIMREL_MAX)
+		if (idem_nclaimrels >= IDEM_CLAIMREL_MAX)
 			IdemClaimRelDropAll();
 		cr = IdemClaimRelBuild(heap);
 		if (IdemInvalCounter() == start)
-			idem_claimrel[idem_nclaimrels++] = cr;
+			IdemClaimRelEnter(cr);
 		else
 		{
 			/* an invalidation arrived while we read the relcache */

@@ -62,12 +62,15 @@ typedef struct IdemClaimRel
 	AttrNumber	probe_key_col;	/* index column holding the key (1 or 2) */
 
 	/* executor state for ExecInsertIndexTuples and ExecConstraints */
-	EState	   *estate;
+	MemoryContext cxt;			/* the memory the layout lives in */
 	ResultRelInfo *rri;
-	TupleTableSlot *slot;		/* virtual, with the table's descriptor */
+	EState	   *estate;			/* from IdemClaimRelForInsert, or NULL */
+	TupleTableSlot *slot;		/* virtual, with the table's descriptor;
+								 * from IdemClaimRelForInsert, or NULL */
 } IdemClaimRel;
 
 extern void IdemClaimRelInit(void);
 extern IdemClaimRel *IdemClaimRelGet(Relation heap, IdemClaimOp op);
+extern void IdemClaimRelForInsert(IdemClaimRel *cr, Relation heap);
 
 #endif							/* IDEM_CLAIMREL_H */

@@ -843,7 +843,7 @@ IdemInsertSpeculative(IdemProbe *probe)
 	const bytea *key = probe->key;
 	const IdemClaimRow *row = &probe->row;
 	IdemClaimRel *cr = r->layout;
-	TupleTableSlot *slot = cr->slot;
+	TupleTableSlot *slot;
 	HeapTuple	tuple;
 	TransactionId xid;
 	uint32		token;
@@ -852,6 +852,8 @@ IdemInsertSpeculative(IdemProbe *probe)
 	List	   *recheck;
 
 	probe->elsewhere = IDEM_ELSEWHERE_NONE;
+	IdemClaimRelForInsert(cr, r->heap);
+	slot = cr->slot;
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, sizeof(bool) * cr->natts);
 	slot->tts_values[cr->att_claimed_at - 1] = TimestampTzGetDatum(row->claimed_at);

@@ -348,8 +348,10 @@ IdemStripeMigrate(int oi, int ni, int base)
  * that geometry, 8 at least (a generation of an odd size gets 8).  The
  * narrower stripes of the same geometry move into it while they fit, so
  * that a class keeps few stripes to test as it grows: 8 lanes, then 32,
- * then 64, then stripes of 64.  -1 if no stripe or no
- * room is left.
+ * then 64, then stripes of 64.  Narrower where the arena has no room for
+ * that width: after a restart, the finer filters that refinement loads
+ * wait in the arena for a lane, and take the room a wide stripe needs
+ * until they have one.  -1 if no stripe or no room is left.
  */
 static int
 IdemStripeCreate(int32 ttl_class, const IdemFilter *filter)
@@ -366,9 +368,15 @@ IdemStripeCreate(int32 ttl_class, const IdemFilter *filter)
 	for (i = 0; i < IDEM_GEN_STRIPES; i++)
 		if (idem_stripes[i].dbid == InvalidOid)
 			break;
-	if (i == IDEM_GEN_STRIPES ||
-		!IdemGenArenaPlace(IdemStripeBytes(filter->nblocks, width), &offset))
+	if (i == IDEM_GEN_STRIPES)
 		return -1;
+	/* narrower if there is no room: the finer filters waiting for a lane take some */
+	while (!IdemGenArenaPlace(IdemStripeBytes(filter->nblocks, width), &offset))
+	{
+		if (width == 8)
+			return -1;
+		width /= 2;
+	}
 	st = &idem_stripes[i];
 	memset(IdemGenArena() + offset, 0, IdemStripeBytes(filter->nblocks, width));
 	pg_atomic_fetch_add_u64(&st->changes, 1);
