@@ -16,7 +16,7 @@
  * wrong or torn entry can cost time but never change an answer.
  *
  * Layout: sets of IDEM_CACHE_WAYS 64-bit words, one cache line per set.
- * Each word packs a 19-bit tag, the low 4 bits of the generation the claim
+ * Each word packs a 15-bit tag, the low 8 bits of the generation the claim
  * lives in (0 for idempotency.claims itself; see generation.c), the block
  * number and the offset, so it is read and written with single atomic
  * operations, without locks.  The hash is of the claims table itself, so
@@ -50,10 +50,13 @@
 #define IDEM_CACHE_OFFSET_BITS	9
 #define IDEM_CACHE_BLOCK_BITS	32
 #define IDEM_CACHE_GEN_SHIFT	(IDEM_CACHE_OFFSET_BITS + IDEM_CACHE_BLOCK_BITS)
-#define IDEM_CACHE_TAG_BITS		19
+#define IDEM_CACHE_TAG_BITS		15
 #define IDEM_CACHE_TAG_SHIFT	(IDEM_CACHE_GEN_SHIFT + IDEM_CACHE_GEN_BITS)
 #define IDEM_CACHE_TAG_MASK		((UINT64CONST(1) << IDEM_CACHE_TAG_BITS) - 1)
 #define IDEM_CACHE_OFFSET_MASK	((1 << IDEM_CACHE_OFFSET_BITS) - 1)
+
+StaticAssertDecl(IDEM_CACHE_TAG_SHIFT + IDEM_CACHE_TAG_BITS == 64,
+				 "a cache word packs tag, generation, block and offset into 64 bits");
 
 /* Slots of the private cache used without shared_preload_libraries */
 #define IDEM_LOCAL_CACHE_SLOTS	65536

@@ -13,8 +13,12 @@
 /* Slots per set; a set fills one 64-byte cache line */
 #define IDEM_CACHE_WAYS			8
 
-/* Bits of the generation tag of a cached location */
-#define IDEM_CACHE_GEN_BITS		4
+/*
+ * Bits of the generation tag of a cached location: 8, so that a hit in a
+ * store of up to 256 generations reads the heap of one generation only,
+ * not of every sixteenth
+ */
+#define IDEM_CACHE_GEN_BITS		8
 #define IDEM_CACHE_GEN_MASK		((1 << IDEM_CACHE_GEN_BITS) - 1)
 
 /* Candidate locations a lookup can return */
