@@ -5,6 +5,7 @@ MODULE_big = idempotency
 OBJS = \
 	src/idempotency.o \
 	src/binding.o \
+	src/btprobe.o \
 	src/cas.o \
 	src/citus.o \
 	src/citusshard.o \
@@ -17,6 +18,7 @@ OBJS = \
 	src/claimtrigger.o \
 	src/generation.o \
 	src/genfilter.o \
+	src/genscope.o \
 	src/genstripe.o \
 	src/guard.o \
 	src/inval.o \

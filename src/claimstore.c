@@ -83,6 +83,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "btprobe.h"
 #include "catalog.h"
 #include "citus.h"
 #include "claimcache.h"
@@ -91,6 +92,7 @@
 #include "compat.h"
 #include "generation.h"
 #include "genfilter.h"
+#include "genscope.h"
 #include "genstripe.h"
 #include "idempotency.h"
 #include "rowseek.h"
@@ -177,10 +179,19 @@ IdemStoreCloseGenerations(IdemStore *store)
 	int			i;
 
 	for (i = 0; i < store->nrels; i++)
-		IdemStoreRelClose(&store->rels[i]);
+		if (store->rels[i] != NULL)
+		{
+			IdemStoreRelClose(store->rels[i]);
+			pfree(store->rels[i]);
+		}
 	if (store->rels != NULL)
+	{
 		pfree(store->rels);
+		pfree(store->sel);
+	}
 	store->rels = NULL;
+	store->sel = NULL;
+	store->nsel = 0;
 	store->nrels = 0;
 	for (i = 0; i < store->nextra; i++)
 		IdemStoreRelClose(&store->extra[i]);
@@ -191,18 +202,30 @@ IdemStoreCloseGenerations(IdemStore *store)
 static void
 IdemStoreLoadMap(IdemStore *store)
 {
-	int			i;
-
 	IdemStoreCloseGenerations(store);
 	store->map = IdemGenMapGet();
 	store->opens = store->map->opens;
 	store->nrels = store->map->ngens;
-	store->rels = palloc0(sizeof(IdemStoreRel) * Max(store->nrels, 1));
-	for (i = 0; i < store->nrels; i++)
+	store->rels = palloc0(sizeof(IdemStoreRel *) * Max(store->nrels, 1));
+	store->sel = palloc(sizeof(int) * Max(store->nrels, 1));
+	store->nsel = 0;
+}
+
+/* The store relation of generation j of the map, made on first use */
+static IdemStoreRel *
+IdemStoreGenRel(IdemStore *store, int j)
+{
+	IdemStoreRel *r = store->rels[j];
+
+	if (r == NULL)
 	{
-		store->rels[i].gen = &store->map->gens[i];
-		store->rels[i].gen_id = store->map->gens[i].id;
+		r = palloc0(sizeof(IdemStoreRel));
+		r->gen = &store->map->gens[j];
+		r->gen_id = r->gen->id;
+		r->in_map = true;
+		store->rels[j] = r;
 	}
+	return r;
 }
 
 /*
@@ -240,6 +263,8 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 	store->map = NULL;
 	store->nrels = 0;
 	store->rels = NULL;
+	store->sel = NULL;
+	store->nsel = 0;
 	store->nextra = 0;
 	store->maxextra = 0;
 	store->extra = NULL;
@@ -386,7 +411,7 @@ IdemStoreCatchUp(IdemStore *store)
 		bool		known = false;
 
 		for (j = 0; j < store->nrels && !known; j++)
-			known = (store->rels[j].gen_id == g->id);
+			known = (store->map->gens[j].id == g->id);
 		for (j = 0; j < store->nextra && !known; j++)
 			known = (store->extra[j].gen_id == g->id);
 		if (known)
@@ -405,29 +430,46 @@ IdemStoreCatchUp(IdemStore *store)
 	}
 }
 
-/* The i-th relation of the store: the claims table, then generations */
+/*
+ * Start a look for a claim of ns whose filter hash is fhash through the
+ * relations that may hold it: returns how many IdemStoreScanAt serves.
+ * Catches up with switches first.
+ */
+static int
+IdemStoreScan(IdemStore *store, IdemNamespace *ns, uint64 fhash)
+{
+	IdemStoreCatchUp(store);
+	store->nsel = IdemGenScopeSelect(store->map, ns, fhash, store->sel);
+	return store->nsel + 1 + store->nextra;
+}
+
+/*
+ * The i-th relation of a look: the generations that may hold the claim
+ * (genscope.c), then the claims table, then the generations opened since
+ * the store's map was read
+ */
 static inline IdemStoreRel *
-IdemStoreRelAt(IdemStore *store, int i)
+IdemStoreScanAt(IdemStore *store, int i)
 {
-	if (i == 0)
+	if (i < store->nsel)
+		return IdemStoreGenRel(store, store->sel[i]);
+	if (i == store->nsel)
 		return &store->root;
-	if (i <= store->nrels)
-		return &store->rels[i - 1];
-	return &store->extra[i - 1 - store->nrels];
+	return &store->extra[i - store->nsel - 1];
 }
 
-/* How many relations IdemStoreRelAt serves */
-static inline int
-IdemStoreNumRels(IdemStore *store)
+/* The cache tag of a generation id: its low bits */
+static inline uint8
+IdemStoreTagOf(int32 gen_id)
 {
-	return 1 + store->nrels + store->nextra;
+	return (uint8) (gen_id & IDEM_CACHE_GEN_MASK);
 }
 
-/* The cache tag of a relation: the low bits of its generation id */
+/* The cache tag of a relation */
 static inline uint8
 IdemStoreRelTag(const IdemStoreRel *r)
 {
-	return (uint8) (r->gen_id & IDEM_CACHE_GEN_MASK);
+	return IdemStoreTagOf(r->gen_id);
 }
 
 /*
@@ -582,13 +624,15 @@ IdemProbeCached(IdemStore *store, IdemNamespace *ns, const bytea *key, uint64 ha
 			return &store->root;
 		for (j = 0; j < store->nrels; j++)
 		{
-			IdemStoreRel *r = &store->rels[j];
+			IdemGeneration *g = &store->map->gens[j];
+			IdemStoreRel *r;
 
 			/* an expired generation is not read: the purge may be dropping it */
-			if (tags[i] != IdemStoreRelTag(r) ||
-				(r->gen->state == IDEM_GEN_SEALED &&
-				 IdemGenSealedExpired(r->gen, ns, store->now)) ||
-				!IdemStoreRelOpen(store, r, AccessShareLock))
+			if (tags[i] != IdemStoreTagOf(g->id) ||
+				(g->state == IDEM_GEN_SEALED && IdemGenSealedExpired(g, ns, store->now)))
+				continue;
+			r = IdemStoreGenRel(store, j);
+			if (!IdemStoreRelOpen(store, r, AccessShareLock))
 				continue;
 			if (IdemProbeTid(r, nsid, key, &tids[i], snapshot, probe))
 				return r;
@@ -640,36 +684,37 @@ IdemStoreRelMayHold(IdemStore *store, IdemStoreRel *r, IdemNamespace *ns,
  * Probe relation r's index for the probe's key without reading the heap:
  * 0 if the index has no entry for it, 1 if it has one on a page the
  * visibility map says is all-visible (a committed, undeleted claim; probe
- * gets its TID, and no fingerprint), -1 if only the heap can tell.
+ * gets its TID, and no fingerprint), -1 if only the heap can tell.  A
+ * sealed generation's index is read through its fences (btprobe.c).
  */
 static int
-IdemProbeIndexOnly(IdemStoreRel *r, IdemProbe *probe)
+IdemProbeIndexOnly(IdemStore *store, IdemStoreRel *r, IdemProbe *probe)
 {
-	IndexScanDesc scan = IdemProbeBeginScan(r, probe->ns->id, probe->key, &probe->dirty);
-	ItemPointer tid;
-	int			result = 0;
+	/* a sealed generation of the store's map keeps its fences in the map */
+	IdemBtreeFences **fences = (r->in_map && r->gen->state == IDEM_GEN_SEALED) ?
+		&r->gen->fences : NULL;
+	ItemPointerData tid;
+	Buffer		vmbuffer = InvalidBuffer;
+	int			result;
 
-	tid = index_getnext_tid(scan, ForwardScanDirection);
-	if (tid != NULL)
-	{
-		Buffer		vmbuffer = InvalidBuffer;
-
+	result = IdemBtreeFirst(IdemStoreIndex(r), fences, GetMemoryChunkContext(store->map),
+							r->layout->probe_key_col, probe->ns->id, probe->key, &tid);
+	if (result <= 0)
+		return result;
+	if (!VM_ALL_VISIBLE(r->heap, ItemPointerGetBlockNumber(&tid), &vmbuffer))
 		result = -1;
-		if (VM_ALL_VISIBLE(r->heap, ItemPointerGetBlockNumber(tid), &vmbuffer))
-		{
-			result = 1;
-			probe->found = true;
-			probe->seek.tid = *tid;
-			probe->seek.xwait = InvalidTransactionId;
-			probe->seek.spec_token = 0;
-			probe->seek.ours = false;
-			probe->seek.unseen = false;
-			probe->has_fp = false;
-		}
-		if (BufferIsValid(vmbuffer))
-			ReleaseBuffer(vmbuffer);
+	else
+	{
+		probe->found = true;
+		probe->seek.tid = tid;
+		probe->seek.xwait = InvalidTransactionId;
+		probe->seek.spec_token = 0;
+		probe->seek.ours = false;
+		probe->seek.unseen = false;
+		probe->has_fp = false;
 	}
-	index_endscan(scan);
+	if (BufferIsValid(vmbuffer))
+		ReleaseBuffer(vmbuffer);
 	return result;
 }
 
@@ -701,31 +746,13 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 {
 	IdemStore  *store = probe->store;
 	IdemStoreRel *target = probe->rel;
-	int32		klass = IdemGenClassOf(probe->ns);
-	IdemStripeView view[IDEM_GEN_STRIPES];
-	int			nview;
+	int			n = IdemStoreScan(store, probe->ns, probe->fhash);
 	int			i;
 
-	IdemStoreCatchUp(store);
-	/* the stripes of the class: one test for their generations */
-	nview = IdemGenStripeView(klass, probe->fhash, view);
-	/* the other sealed generations' filter blocks, all at once */
-	for (i = 1; i < IdemStoreNumRels(store); i++)
+	for (i = 0; i < n; i++)
 	{
-		IdemGeneration *g = IdemStoreRelAt(store, i)->gen;
+		IdemStoreRel *r = IdemStoreScanAt(store, i);
 
-		if (g->state == IDEM_GEN_SEALED && g->has_filter && g->slot >= 0 &&
-			g->stripe_ref == IDEM_STRIPE_NO_LANE)
-			IdemGenFilterPrefetch(g->slot, g->id, probe->fhash);
-	}
-	for (i = 0; i < IdemStoreNumRels(store); i++)
-	{
-		IdemStoreRel *r = IdemStoreRelAt(store, i);
-		IdemGeneration *g = r->gen;
-
-		if (nview > 0 && g != NULL && g->state == IDEM_GEN_SEALED &&
-			g->ttl_class == klass && IdemGenLaneAbsent(g, view, nview))
-			continue;
 		if (r == target || !IdemStoreRelMayHold(store, r, probe->ns, probe->fhash))
 			continue;
 		if (!IdemStoreRelOpen(store, r, AccessShareLock))
@@ -748,7 +775,7 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 		if (r->gen != NULL && r->gen->state == IDEM_GEN_SEALED && !probe->want_fp &&
 			IdemGenSealedAllLive(r->gen, probe->ns, store->now))
 		{
-			int			io = IdemProbeIndexOnly(r, probe);
+			int			io = IdemProbeIndexOnly(store, r, probe);
 
 			if (io == 0)
 				continue;		/* no entry: not there */
@@ -1122,7 +1149,7 @@ IdemStoreTarget(IdemStore *store, IdemNamespace *ns)
 			IdemStoreLoadMap(store);
 			continue;
 		}
-		r = &store->rels[g - store->map->gens];
+		r = IdemStoreGenRel(store, g - store->map->gens);
 		if (IdemStoreRelOpen(store, r, RowExclusiveLock) &&
 			IdemGenMapGet() == store->map)
 			return r;
@@ -1330,6 +1357,7 @@ IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns, const bytea *key)
 	SnapshotData snap;
 	IdemProbe	probe;
 	uint64		fhash = IdemFilterHash(ns->id, key);
+	int			n;
 	int			i;
 
 	snap = ActiveSnapshotSet() ? *GetActiveSnapshot() : *GetTransactionSnapshot();
@@ -1340,10 +1368,10 @@ IdemStoreIsClaimed(IdemStore *store, IdemNamespace *ns, const bytea *key)
 						&snap, &probe) != NULL &&
 		!IdemProbeExpired(store, ns, &probe))
 		return true;
-	IdemStoreCatchUp(store);
-	for (i = 0; i < IdemStoreNumRels(store); i++)
+	n = IdemStoreScan(store, ns, fhash);
+	for (i = 0; i < n; i++)
 	{
-		IdemStoreRel *r = IdemStoreRelAt(store, i);
+		IdemStoreRel *r = IdemStoreScanAt(store, i);
 
 		if (!IdemStoreRelMayHoldRead(store, r, ns, fhash) ||
 			!IdemStoreRelOpen(store, r, AccessShareLock))
@@ -1368,12 +1396,13 @@ IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
 	bool		released = false;
 	uint64		fhash = IdemFilterHash(ns->id, key);
 	int			waits = 0;
+	int			n;
 	int			i;
 
-	IdemStoreCatchUp(store);
-	for (i = 0; i < IdemStoreNumRels(store); i++)
+	n = IdemStoreScan(store, ns, fhash);
+	for (i = 0; i < n; i++)
 	{
-		IdemStoreRel *r = IdemStoreRelAt(store, i);
+		IdemStoreRel *r = IdemStoreScanAt(store, i);
 		IdemRowResult result;
 
 		if (!IdemStoreRelMayHoldRead(store, r, ns, fhash) ||

@@ -44,6 +44,8 @@ typedef struct IdemStoreRel
 {
 	struct IdemGeneration *gen; /* NULL for idempotency.claims */
 	int32		gen_id;			/* 0 for idempotency.claims */
+	bool		in_map;			/* a generation of the store's map, not one
+								 * it caught up with */
 	bool		opened;			/* tried to open it */
 	bool		gone;			/* dropped since the map was read */
 	LOCKMODE	locked;			/* the lock we took on it */
@@ -66,8 +68,10 @@ typedef struct IdemStore
 	IdemClaimRel *layout;		/* what the direct path knows of it */
 	IdemStoreRel root;			/* idempotency.claims, as a store relation */
 	struct IdemGenMap *map;		/* the generations, or NULL (the purge) */
-	int			nrels;			/* generations: parallel to map->gens */
-	IdemStoreRel *rels;
+	int			nrels;			/* generations: parallel to map->gens, */
+	IdemStoreRel **rels;		/* each made on first use (IdemStoreGenRel) */
+	int		   *sel;			/* the generations a look goes through */
+	int			nsel;
 	uint64		opens;			/* generations opened, as of the map */
 	int			nextra;			/* generations opened since map was read */
 	int			maxextra;

@@ -752,12 +752,14 @@ IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns, TimestampTz n
 }
 
 /*
- * Does view (IdemGenStripeView of a hash, for gen's class) say that sealed
- * generation gen definitely does not hold the hash?  Through gen's stripe
- * lane, as this backend last saw it its own; false when unsure.
+ * Which of view's stripes (IdemGenStripeView of a hash, for gen's class)
+ * holds sealed generation gen in a lane, as of the count the view was
+ * taken at: its index in view, or -1 when unsure.  Through gen's stripe
+ * lane as this backend last saw it its own, checked again if the stripe
+ * changed since.
  */
-bool
-IdemGenLaneAbsent(IdemGeneration *gen, const IdemStripeView *view, int nview)
+int
+IdemGenLaneView(IdemGeneration *gen, const IdemStripeView *view, int nview)
 {
 	int			si;
 	int			v;
@@ -765,29 +767,36 @@ IdemGenLaneAbsent(IdemGeneration *gen, const IdemStripeView *view, int nview)
 	if (gen->stripe_ref == IDEM_STRIPE_NO_LANE)
 	{
 		if (gen->slot < 0)
-			return false;
+			return -1;
 		gen->stripe_ref = IdemGenSlotStripeRef(gen->slot, gen->id);
 		gen->stripe_changes = PG_UINT64_MAX;
 		if (gen->stripe_ref == IDEM_STRIPE_NO_LANE)
-			return false;
+			return -1;
 	}
 	si = gen->stripe_ref / IDEM_STRIPE_MAX_LANES;
 	for (v = 0; v < nview && view[v].stripe != si; v++)
 		;
 	if (v == nview)
-		return false;
+		return -1;
 	if (view[v].changes != gen->stripe_changes)
 	{
 		/* the stripe changed since: is the lane still gen's? */
 		if (!IdemGenStripeOwner(gen->stripe_ref, gen->id, &gen->stripe_changes))
 		{
 			gen->stripe_ref = IDEM_STRIPE_NO_LANE;
-			return false;
+			return -1;
 		}
 		if (view[v].changes != gen->stripe_changes)
-			return false;
+			return -1;
 	}
-	return (view[v].absent >> (gen->stripe_ref % IDEM_STRIPE_MAX_LANES)) & 1;
+	return v;
+}
+
+/* Does sealed generation gen hold claims of ns, live or expired? */
+bool
+IdemGenSealedHolds(const IdemGeneration *gen, const IdemNamespace *ns)
+{
+	return IdemGenNsIndex(gen, ns) >= 0;
 }
 
 /*

@@ -39,6 +39,7 @@ typedef struct IdemGeneration
 	TimestampTz *last_claimed;	/* newest claimed_at of each */
 	TimestampTz *first_claimed; /* oldest claimed_at of each */
 	int64		claims;			/* sealed: what the seal counted, or -1 */
+	struct IdemBtreeFences *fences; /* sealed: of its index (btprobe.c), once read */
 } IdemGeneration;
 
 /* Every live generation, newest first */
@@ -82,8 +83,9 @@ extern int32 IdemGenClassOf(const IdemNamespace *ns);
 extern IdemGeneration *IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns);
 extern bool IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now, uint64 fhash);
-extern bool IdemGenLaneAbsent(IdemGeneration *gen, const IdemStripeView *view,
-							  int nview);
+extern int	IdemGenLaneView(IdemGeneration *gen, const IdemStripeView *view,
+							int nview);
+extern bool IdemGenSealedHolds(const IdemGeneration *gen, const IdemNamespace *ns);
 extern bool IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
 extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,
