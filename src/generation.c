@@ -1385,9 +1385,15 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		for (j = 0; j < nclasses; j++)
 			in_use |= (classes[j] == g->ttl_class);
 		span = ldexp(1.0, g->ttl_class) / idem_generations_per_ttl;
+		/*
+		 * Switched: when asked to, at the end of its span, at the size
+		 * bound, and when its namespaces are unknown (its bitmap, made
+		 * after a restart, says "may hold" to every claim of every other
+		 * class, which then probes it: the next one will know)
+		 */
 		if (force_class != IDEM_GEN_ALL_CLASSES && force_class != g->ttl_class &&
 			now < g->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC) &&
-			!IdemGenOverSize(g))
+			!IdemGenOverSize(g) && !IdemGenNsUnknown(g->id))
 			continue;
 		if (in_use)
 		{

@@ -85,6 +85,7 @@ typedef struct IdemGenSlot
 	bool		fine_failed;	/* a finer one did not fit: keep the stored one */
 	int			stripe_ref;		/* its finer filter's stripe lane, or IDEM_STRIPE_NO_LANE */
 	pg_atomic_uint64 claims;	/* inserted by our claims: see IdemGenCountClaim */
+	bool		ns_unknown;		/* made full, not knowing what it held */
 	pg_atomic_uint64 nsbits[IDEM_GEN_NS_WORDS];
 } IdemGenSlot;
 
@@ -339,6 +340,7 @@ IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
 		s->fine_failed = false;
 		s->stripe_ref = IDEM_STRIPE_NO_LANE;
 		pg_atomic_write_u64(&s->claims, 0);
+		s->ns_unknown = !fresh;
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
 			pg_atomic_write_u64(&s->nsbits[w], fresh ? 0 : PG_UINT64_MAX);
 		pg_write_barrier();
@@ -448,6 +450,20 @@ IdemGenAnnounce(int slot, int32 gen_id, int32 nsid)
 {
 	if (IdemGenSlotIs(slot, gen_id))
 		IdemBitmapAnnounce(idem_gen_shared->slots[slot].nsbits, nsid);
+}
+
+/*
+ * Does open generation gen_id's bitmap say "may hold" for every namespace,
+ * having been made without knowing which it holds (after a restart)?
+ * Makes its slot so if it has none; false without a slot.
+ */
+bool
+IdemGenNsUnknown(int32 gen_id)
+{
+	int			slot = IdemGenSlotFind(gen_id, true, false);
+
+	return slot >= 0 && IdemGenSlotIs(slot, gen_id) &&
+		idem_gen_shared->slots[slot].ns_unknown;
 }
 
 /*

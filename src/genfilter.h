@@ -109,6 +109,7 @@ extern void IdemGenSwitchEnd(XactEvent event);
 extern void IdemGenDbForget(void);
 extern void IdemGenAnnounce(int slot, int32 gen_id, int32 nsid);
 extern bool IdemGenMayHoldNamespace(int slot, int32 gen_id, int32 nsid);
+extern bool IdemGenNsUnknown(int32 gen_id);
 extern bool IdemGenFilterReady(int slot, int32 gen_id);
 extern int	IdemGenSlotStripeRef(int slot, int32 gen_id);
 extern void IdemGenSlotMoveLane(int32 gen_id, int from_ref, int to_ref);
