@@ -53,10 +53,13 @@
  * and of two speculative inserters that see each other the older xid
  * waits while the younger withdraws.  "Might hold" is answered without a
  * probe for most relations: a sealed generation by its namespaces, their
- * expiry and its filter; an open one, and idempotency.claims itself, by
- * the namespaces announced in them (genfilter.c).  A claimer whose map
- * missed a switch catches up (IdemStoreCatchUp).  The claim cache tags
- * each TID with the low bits of its generation's id.
+ * expiry and its filter (the generations to ask at all are the scope's,
+ * genscope.c, narrowed by the class's stripes); an open one, and
+ * idempotency.claims itself, by the namespaces announced in them
+ * (genfilter.c).  A sealed generation's index is read through its fences
+ * (btprobe.c).  A claimer whose map missed a switch catches up
+ * (IdemStoreCatchUp).  The claim cache tags each TID with the low bits of
+ * its generation's id.
  */
 #include "postgres.h"
 
@@ -178,18 +181,20 @@ IdemStoreCloseGenerations(IdemStore *store)
 {
 	int			i;
 
-	for (i = 0; i < store->nrels; i++)
-		if (store->rels[i] != NULL)
-		{
-			IdemStoreRelClose(store->rels[i]);
-			pfree(store->rels[i]);
-		}
+	for (i = 0; i < store->nmade; i++)
+	{
+		IdemStoreRelClose(store->rels[store->made[i]]);
+		pfree(store->rels[store->made[i]]);
+	}
 	if (store->rels != NULL)
 	{
 		pfree(store->rels);
+		pfree(store->made);
 		pfree(store->sel);
 	}
 	store->rels = NULL;
+	store->made = NULL;
+	store->nmade = 0;
 	store->sel = NULL;
 	store->nsel = 0;
 	store->nrels = 0;
@@ -207,6 +212,8 @@ IdemStoreLoadMap(IdemStore *store)
 	store->opens = store->map->opens;
 	store->nrels = store->map->ngens;
 	store->rels = palloc0(sizeof(IdemStoreRel *) * Max(store->nrels, 1));
+	store->made = palloc(sizeof(int) * Max(store->nrels, 1));
+	store->nmade = 0;
 	store->sel = palloc(sizeof(int) * Max(store->nrels, 1));
 	store->nsel = 0;
 }
@@ -224,6 +231,7 @@ IdemStoreGenRel(IdemStore *store, int j)
 		r->gen_id = r->gen->id;
 		r->in_map = true;
 		store->rels[j] = r;
+		store->made[store->nmade++] = j;
 	}
 	return r;
 }
@@ -263,6 +271,8 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 	store->map = NULL;
 	store->nrels = 0;
 	store->rels = NULL;
+	store->made = NULL;
+	store->nmade = 0;
 	store->sel = NULL;
 	store->nsel = 0;
 	store->nextra = 0;

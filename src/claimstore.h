@@ -70,6 +70,8 @@ typedef struct IdemStore
 	struct IdemGenMap *map;		/* the generations, or NULL (the purge) */
 	int			nrels;			/* generations: parallel to map->gens, */
 	IdemStoreRel **rels;		/* each made on first use (IdemStoreGenRel) */
+	int		   *made;			/* which, in the order they were made */
+	int			nmade;
 	int		   *sel;			/* the generations a look goes through */
 	int			nsel;
 	uint64		opens;			/* generations opened, as of the map */
