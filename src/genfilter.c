@@ -18,7 +18,7 @@
  *	   on a standby alike.  Its size is what a drop's WAL pays for (the
  *	   full-page images of its TOAST pages), so it is kept coarse
  *	   (filter_bits_per_claim, 12).  The seal also builds a finer one
- *	   (filter_memory_bits_per_claim, 20) in the same pass, which only
+ *	   (filter_memory_bits_per_claim, 28) in the same pass, which only
  *	   shared memory holds: the sealing backend loads it when its
  *	   transaction commits, in place of the stored one.  After a restart
  *	   the purge worker rebuilds it from the generation's table for the
@@ -112,9 +112,9 @@ typedef struct IdemGenShared
 	IdemGenSlot slots[IDEM_GEN_SLOTS];
 } IdemGenShared;
 
-int			idem_filter_memory_kb = 131072;
+int			idem_filter_memory_kb = 262144;
 int			idem_filter_bits_per_claim = 12;
-int			idem_filter_memory_bits_per_claim = 20;
+int			idem_filter_memory_bits_per_claim = 28;
 bool		idem_debug_legacy_filters = false;
 
 PG_FUNCTION_INFO_V1(idem_generation_filter);
@@ -136,9 +136,9 @@ IdemGenFilterDefineGucs(void)
 {
 	DefineCustomIntVariable("idempotency.filter_memory",
 							"Shared memory for the filters of sealed claim generations.",
-							"A claim takes idempotency.filter_memory_bits_per_claim bits (filter_bits_per_claim after a restart, until its finer filter is rebuilt); a generation whose filter does not fit is probed through its index instead.",
+							"A claim takes idempotency.filter_memory_bits_per_claim bits (filter_bits_per_claim after a restart, until its finer filter is rebuilt); a generation whose filter does not fit is probed through its index instead. Its pages are taken as filters fill them, unless the server uses huge pages.",
 							&idem_filter_memory_kb,
-							131072, 0, INT_MAX / 2,
+							262144, 0, INT_MAX / 2,
 							PGC_POSTMASTER, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("idempotency.filter_bits_per_claim",
@@ -150,9 +150,9 @@ IdemGenFilterDefineGucs(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("idempotency.filter_memory_bits_per_claim",
 							"Bits per claim of the filter a seal leaves in shared memory.",
-							"When above idempotency.filter_bits_per_claim, the seal also builds this finer filter and loads it when its transaction commits; after a restart the purge worker rebuilds it, a few generations a round, and a standby keeps the stored filter. 20 bits give about 0.02% false positives.",
+							"When above idempotency.filter_bits_per_claim, the seal also builds this finer filter and loads it when its transaction commits; after a restart the purge worker rebuilds it, a few generations a round, and a standby keeps the stored filter. With the 8 hashes stripes use, 20 bits give about 0.03% false positives, 28 about 0.005%.",
 							&idem_filter_memory_bits_per_claim,
-							20, 0, 64,
+							28, 0, 64,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("idempotency.debug_legacy_filters",
