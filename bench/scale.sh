@@ -3,14 +3,18 @@
 # of 30M claims and a baseline of the same size, some 10 GB and 30 minutes.
 #
 # For each size in SCALE_SIZES (live claims, 7-day TTL; default 0, 1M, 10M
-# and 30M) the store is grown to that size on both sides with the same ids
-# (its open generation half full, as on average under the worker's
-# switches), vacuumed, analyzed and checkpointed; then:
+# and 30M) the store is grown to that size on both sides with the same ids,
+# in generations of generation_max_claims, then given an empty open
+# generation, vacuumed, analyzed and checkpointed; then:
 #
 #  1. New ids: SCALE_N calls of idem_claim on fresh UUID ids against the
 #     baseline's PL/pgSQL INSERT ... ON CONFLICT DO NOTHING (bench/claims.sql)
 #     on a table of the same size; median of SCALE_ROUNDS rounds, sides
-#     alternating, after a warm-up round.
+#     alternating, after a warm-up round.  The open generation grows by
+#     SCALE_N a round from empty at every size, and is switched between
+#     rounds once it holds generation_max_claims, as the worker would
+#     (idem_purge(), untimed; the worker is off), so that the sizes differ
+#     in their sealed generations alone.
 #  2. Old duplicates: SCALE_N ids drawn at random from the whole store, so
 #     almost none is in the claim cache, against the baseline on the same
 #     ids.
@@ -34,8 +38,11 @@ SELECT format('VACUUM ANALYZE %s', inhrelid::regclass) FROM pg_inherits
 SQL
 }
 
+# Each timed loop starts after a CHECKPOINT, so that no loop pays for
+# writing out the pages another loop dirtied (the baseline's new ids dirty
+# a leaf of its index each).
 scale_timed() {     # size round what query
-    psql_q -c "INSERT INTO scale_results SELECT $1, $2, '$3', bench_time(\$q\$$4\$q\$)"
+    psql_q -c "CHECKPOINT" -c "INSERT INTO scale_results SELECT $1, $2, '$3', bench_time(\$q\$$4\$q\$)"
 }
 
 scale_loops() {     # size rounds n
@@ -43,6 +50,11 @@ scale_loops() {     # size rounds n
     local ours_new="SELECT count(*) FILTER (WHERE idem_claim(id, 'scale_live')) FROM scale_ids"
     local base_new="SELECT count(*) FILTER (WHERE bench_base_claim(id, 'scale')) FROM scale_ids"
     for r in $(seq 0 "$rounds"); do
+        # the switch the worker makes once the open generation reaches
+        # generation_max_claims (the worker is off, to leave the loops alone
+        # on the machine): so every generation has the bound's geometry,
+        # and shares a stripe with the others
+        psql_q -c "SELECT idem_purge()" >/dev/null
         psql_q -c "TRUNCATE scale_ids" \
                -c "INSERT INTO scale_ids SELECT gen_random_uuid()::text FROM generate_series(1, $n)"
         if [ $((r % 2)) -eq 1 ]; then

@@ -38,15 +38,14 @@ $$;
 -- grow the live store from live ids a+1 .. b on both sides: the claims
 -- written straight into the open generation, which is switched whenever
 -- it holds chunk claims, as idempotency.generation_max_claims has the
--- worker do (SCALE_CHUNK, by default its default of 250k).  The last chunk/2
--- claims go to a fresh open generation: with the worker switching at the
--- bound, an open generation holds between none and chunk claims, half on
--- average, and the loops then add theirs (400k by default) to that.
+-- worker do (SCALE_CHUNK, by default its default of 250k); then switched
+-- once more, so that the loops at every size, the empty store's included,
+-- start on an empty open generation and grow it alike (the worker is off
+-- during the loops), and the sizes differ in their sealed generations only.
 CREATE OR REPLACE FUNCTION scale_grow(a bigint, b bigint, chunk bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     ns int := (SELECT id FROM idempotency.namespaces WHERE name = 'scale_live' LIMIT 1);
-    half bigint := chunk / 2;
     rel text;
     have bigint;
     take bigint;
@@ -55,21 +54,21 @@ BEGIN
     rel := scale_open_rel('scale_live');
     EXECUTE format('SELECT count(*) FROM %s', rel) INTO have;
     WHILE i < b LOOP
-        IF have >= chunk OR (b - i = half AND have > 0) THEN
+        IF have >= chunk THEN
             PERFORM idem_generation_switch('scale_live');
             rel := scale_open_rel('scale_live');
             have := 0;
         END IF;
         take := least(b - i, chunk - have);
-        IF b - i > half THEN
-            take := least(take, b - i - half);
-        END IF;
         EXECUTE format('INSERT INTO %s (claimed_at, ns, key)
                         SELECT now(), $1, uuid_send(scale_live_id(g)) FROM generate_series($2 + 1, $3) g', rel)
           USING ns, i, i + take;
         i := i + take;
         have := have + take;
     END LOOP;
+    IF have > 0 THEN
+        PERFORM idem_generation_switch('scale_live');
+    END IF;
     INSERT INTO bench_base (namespace, event_id)
         SELECT 'scale', scale_live_id(g)::text FROM generate_series(a + 1, b) g;
 END $$;
