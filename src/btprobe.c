@@ -25,8 +25,9 @@
  * the one leaf that can hold it, whatever happened to the index since (a
  * page deleted by VACUUM, REINDEX: a new relfilenode, new fences).  When
  * the guess fails, or two fences share the key's 8 bytes, the probe
- * descends as usual.  Only an index whose first column is the key has
- * fences.
+ * descends as usual (so does a key equal to a leaf's first item: that
+ * leaf's low bound may be a pivot between two versions of it).  Only an
+ * index whose first column is the key, ascending, has fences.
  *
  * The answer is the one an index scan's first index_getnext_tid would
  * give: the first entry equal to the key that is not marked dead (killed
@@ -39,6 +40,7 @@
 
 #include "access/nbtree.h"
 #include "access/xlog.h"
+#include "catalog/pg_index.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
 #include "utils/memutils.h"
@@ -101,7 +103,8 @@ IdemKeyPrefix(const bytea *key)
  * Build the fences of index in cxt from its level-1 pages: for each leaf,
  * the prefix of its low bound (the pivot that points to it, or for the
  * first child of a page the high key of the page before).  Without a
- * level 1 (a single leaf), or with the key in the second column, none.
+ * level 1 (a single leaf), or with the key in the second column or in
+ * descending order, none.
  * Zero-padded prefixes keep byte order: two keys whose prefixes differ
  * compare as their prefixes do; equal prefixes tell nothing.
  */
@@ -117,7 +120,8 @@ IdemFencesBuild(Relation index, AttrNumber keycol, MemoryContext cxt)
 	f->indexoid = RelationGetRelid(index);
 	f->relfile = IdemRelFileNumber(index);
 	f->nblocks = RelationGetNumberOfBlocks(index);
-	if (keycol != 1 || _bt_getrootheight(index) < 1)
+	if (keycol != 1 || (index->rd_indoption[0] & INDOPTION_DESC) != 0 ||
+		_bt_getrootheight(index) < 1)
 		return f;
 	buf = IdemBtEndpoint(index, 1);
 	while (BufferIsValid(buf))
@@ -186,9 +190,7 @@ IdemFencesBuild(Relation index, AttrNumber keycol, MemoryContext cxt)
 /*
  * The leaf the fences say may hold a key of prefix p, or InvalidBlockNumber
  * if they cannot tell: the last leaf whose low bound's prefix is below p,
- * or the one whose low bound's prefix is p (a key that starts a leaf, or
- * a smaller one of the same prefix, which the leaf's check sends to the
- * descent), unless two leaves start with p
+ * unless the next one's is p itself
  */
 static BlockNumber
 IdemFencesLeaf(const IdemBtreeFences *f, uint64 p)
@@ -209,11 +211,7 @@ IdemFencesLeaf(const IdemBtreeFences *f, uint64 p)
 			hi = mid;
 	}
 	if (lo < f->n && f->prefix[lo] == p)
-	{
-		if (lo + 1 < f->n && f->prefix[lo + 1] == p)
-			return InvalidBlockNumber;
-		lo++;
-	}
+		return InvalidBlockNumber;
 	if (f->block[lo - 1] >= f->nblocks)
 		return InvalidBlockNumber;
 	return f->block[lo - 1];
@@ -221,9 +219,11 @@ IdemFencesLeaf(const IdemBtreeFences *f, uint64 p)
 
 /*
  * Read and lock the leaf the fences guess for skey, if it is a live leaf
- * that can hold the key: its first item at most the key (or it is the
+ * that can hold the key: its first item below the key (or it is the
  * leftmost), its high key at least the key (or it is the rightmost).
- * InvalidBuffer otherwise.
+ * InvalidBuffer otherwise.  A first item equal to the key does not do:
+ * the leaf's low bound may then be a pivot with a heap TID, between two
+ * versions of the key, and the earlier ones are on the left.
  */
 static Buffer
 IdemFencesRead(Relation index, BTScanInsert skey, BlockNumber blkno)
@@ -240,7 +240,7 @@ IdemFencesRead(Relation index, BTScanInsert skey, BlockNumber blkno)
 		(P_RIGHTMOST(opaque) || _bt_compare(index, skey, page, P_HIKEY) <= 0) &&
 		(P_LEFTMOST(opaque) ||
 		 (P_FIRSTDATAKEY(opaque) <= PageGetMaxOffsetNumber(page) &&
-		  _bt_compare(index, skey, page, P_FIRSTDATAKEY(opaque)) >= 0)))
+		  _bt_compare(index, skey, page, P_FIRSTDATAKEY(opaque)) > 0)))
 		return buf;
 	_bt_relbuf(index, buf);
 	return InvalidBuffer;

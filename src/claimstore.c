@@ -449,7 +449,8 @@ static int
 IdemStoreScan(IdemStore *store, IdemNamespace *ns, uint64 fhash)
 {
 	IdemStoreCatchUp(store);
-	store->nsel = IdemGenScopeSelect(store->map, ns, fhash, store->sel);
+	store->nsel = store->map == NULL ? 0 :
+		IdemGenScopeSelect(store->map, ns, fhash, store->sel);
 	return store->nsel + 1 + store->nextra;
 }
 

@@ -455,7 +455,9 @@ IdemGenAnnounce(int slot, int32 gen_id, int32 nsid)
 /*
  * Does open generation gen_id's bitmap say "may hold" for every namespace,
  * having been made without knowing which it holds (after a restart)?
- * Makes its slot so if it has none; false without a slot.
+ * Makes its slot so if it has none; false without a slot.  (A generation
+ * whose switch found every slot taken gets a slot made so later: it is
+ * switched again, once.)
  */
 bool
 IdemGenNsUnknown(int32 gen_id)
