@@ -18,7 +18,7 @@
 #  2. Old duplicates: SCALE_N ids drawn at random from the whole store, so
 #     almost none is in the claim cache, against the baseline on the same
 #     ids.
-#  3. Reclaiming, three times (medians: its times are milliseconds):
+#  3. Reclaiming, five times (medians: its times are milliseconds):
 #     SCALE_EXPIRED (1M) expired claims are added beside the live ones in a
 #     generation of their own, sealed (timed, with its WAL) and
 #     checkpointed; then idem_purge() (its shared buffers hit and read, and
@@ -106,16 +106,18 @@ scale_reclaim() {   # size expired round
                               ('purge_read', 'Shared Read Blocks'), ('purge_wal', 'WAL Bytes')) m(k, f)"
     # the VACUUM a worker round runs after deleting from idempotency.claims
     # itself; generations need none, but it is measured all the same
+    # (timed by psql in its session: the command alone, without the start
+    # of a psql process and a backend, which cost as much again)
     lsn0=$(psql_q -c "SELECT pg_current_wal_insert_lsn()")
-    t0=$(date +%s%N)
-    out=$(psql_q -c "VACUUM (VERBOSE) idempotency.claims" 2>&1)
-    t1=$(date +%s%N)
+    out=$(psql_q -c '\timing on' -c "VACUUM (VERBOSE) idempotency.claims" 2>&1)
     lsn1=$(psql_q -c "SELECT pg_current_wal_insert_lsn()")
+    local vac_ms
+    vac_ms=$(printf '%s\n' "$out" | awk '/^Time: / { t = $2 } END { print t + 0 }')
     # every "buffer usage: H hits, M misses, D dirtied" line of the table, its index and TOAST
     local bufs
     bufs=$(printf '%s\n' "$out" | awk '/buffer usage:/ { for (i = 1; i <= NF; i++) if ($(i+1) ~ /^(hits|misses),?$/) s += $i } END { print s + 0 }')
     psql_q -c "INSERT INTO scale_results VALUES
-               ($s, $r, 'vacuum_ms', ($t1 - $t0) / 1e6),
+               ($s, $r, 'vacuum_ms', $vac_ms),
                ($s, $r, 'vacuum_bufs', $bufs),
                ($s, $r, 'vacuum_wal', pg_wal_lsn_diff('$lsn1', '$lsn0'))"
     psql_q -c "INSERT INTO scale_results SELECT $s, $r, 'bytes_after', bench_store_bytes('total')"
@@ -268,8 +270,9 @@ bench_scale() {
         scale_vacuum_all
         psql_q -c "VACUUM ANALYZE bench_base" -c "CHECKPOINT" >/dev/null
         scale_loops "$s" "$rounds" "$n" >/dev/null
-        # the reclaim thrice, medians reported: its times are milliseconds
-        for r in 1 2 3; do scale_reclaim "$s" "$e" "$r" >/dev/null; done
+        # the reclaim five times (SCALE_RECLAIMS), medians reported: its
+        # times are milliseconds
+        for r in $(seq 1 "${SCALE_RECLAIMS:-5}"); do scale_reclaim "$s" "$e" "$r" >/dev/null; done
         printf '  %s live claims done\n' "$s" >&2
     done
     steady=$(scale_steady)
