@@ -1,6 +1,6 @@
 # bench/scale.sh: how the cost of claims and of reclaiming grows with the
 # store, sourced by bench/run.  Opt-in (bench/run scale): it builds a store
-# of 30M claims and a baseline of the same size, some 10 GB and 30 minutes.
+# of 30M claims and a baseline of the same size, some 10 GB and an hour.
 #
 # For each size in SCALE_SIZES (live claims, 7-day TTL; default 0, 1M, 10M
 # and 30M) the store is grown to that size on both sides with the same ids,
@@ -14,11 +14,13 @@
 #     SCALE_N a round from empty at every size, and is switched between
 #     rounds once it holds generation_max_claims, as the worker would
 #     (idem_purge(), untimed; the worker is off), so that the sizes differ
-#     in their sealed generations alone.
+#     in their sealed generations alone.  In the same rounds, in turn with
+#     the two, the same loop on an empty store (database scale_empty, made
+#     anew for each size): the store-size bar compares those two.
 #  2. Old duplicates: SCALE_N ids drawn at random from the whole store, so
 #     almost none is in the claim cache, against the baseline on the same
 #     ids.
-#  3. Reclaiming, five times (medians: its times are milliseconds):
+#  3. Reclaiming, seven times (medians: its times are milliseconds):
 #     SCALE_EXPIRED (1M) expired claims are added beside the live ones in a
 #     generation of their own, sealed (timed, with its WAL) and
 #     checkpointed; then idem_purge() (its shared buffers hit and read, and
@@ -26,7 +28,8 @@
 #     idempotency.claims a worker round would run (none is needed), per
 #     expired claim; the space given back against what the expired
 #     generation took; then a round with nothing to reclaim.
-#  4. Steady state with generations (scale_steady).
+#  4. Steady state with generations (scale_steady), its store sampled in
+#     the steady class's relations alone (scale_class_rows).
 #
 # The bars are issue 12's.  Timings are in-server (no client round trip).
 
@@ -41,8 +44,30 @@ SQL
 # Each timed loop starts after a CHECKPOINT, so that no loop pays for
 # writing out the pages another loop dirtied (the baseline's new ids dirty
 # a leaf of its index each).
+# The query runs in database $SCALE_DB (default postgres); its time is
+# recorded in postgres.
 scale_timed() {     # size round what query
-    psql_q -c "CHECKPOINT" -c "INSERT INTO scale_results SELECT $1, $2, '$3', bench_time(\$q\$$4\$q\$)"
+    local t
+    t=$(psql_q -d "${SCALE_DB:-postgres}" -c "CHECKPOINT" -c "SELECT bench_time(\$q\$$4\$q\$)")
+    psql_q -c "INSERT INTO scale_results VALUES ($1, $2, '$3', $t)"
+}
+
+# A database whose store is empty, made anew for each size: its new ids are
+# timed in the same rounds as the store's, so that the bar comparing the
+# two does not compare times taken half an hour apart on a shared machine
+scale_empty_db() {
+    psql_q -c "DROP DATABASE IF EXISTS scale_empty" -c "CREATE DATABASE scale_empty" >/dev/null
+    psql_q -d scale_empty -f "$IDEM_ROOT/bench/common.sql" >/dev/null
+    psql_q -d scale_empty -f "$IDEM_ROOT/bench/scale.sql" >/dev/null
+}
+
+# Fresh ids for the next new-id loops, in both databases
+scale_new_ids() {   # n
+    local db
+    for db in postgres scale_empty; do
+        psql_q -d "$db" -c "TRUNCATE scale_ids" \
+               -c "INSERT INTO scale_ids SELECT gen_random_uuid()::text FROM generate_series(1, $1)"
+    done
 }
 
 scale_loops() {     # size rounds n
@@ -55,13 +80,20 @@ scale_loops() {     # size rounds n
         # on the machine): so every generation has the bound's geometry,
         # and shares a stripe with the others
         psql_q -c "SELECT idem_purge()" >/dev/null
-        psql_q -c "TRUNCATE scale_ids" \
-               -c "INSERT INTO scale_ids SELECT gen_random_uuid()::text FROM generate_series(1, $n)"
-        if [ $((r % 2)) -eq 1 ]; then
-            scale_timed "$s" "$r" base_new "$base_new"; scale_timed "$s" "$r" ours_new "$ours_new"
-        else
-            scale_timed "$s" "$r" ours_new "$ours_new"; scale_timed "$s" "$r" base_new "$base_new"
-        fi
+        psql_q -d scale_empty -c "SELECT idem_purge()" >/dev/null
+        scale_new_ids "$n"
+        # the three loops in turn: the store, the empty store, the baseline
+        case $((r % 3)) in
+            0) scale_timed "$s" "$r" ours_new "$ours_new"
+               SCALE_DB=scale_empty scale_timed "$s" "$r" empty_new "$ours_new"
+               scale_timed "$s" "$r" base_new "$base_new" ;;
+            1) SCALE_DB=scale_empty scale_timed "$s" "$r" empty_new "$ours_new"
+               scale_timed "$s" "$r" base_new "$base_new"
+               scale_timed "$s" "$r" ours_new "$ours_new" ;;
+            2) scale_timed "$s" "$r" base_new "$base_new"
+               scale_timed "$s" "$r" ours_new "$ours_new"
+               SCALE_DB=scale_empty scale_timed "$s" "$r" empty_new "$ours_new" ;;
+        esac
         if [ "$s" -gt 0 ]; then
             # ids of the store, at random: the same ids on both sides
             psql_q -c "TRUNCATE scale_ids" \
@@ -135,8 +167,7 @@ scale_reclaim() {   # size expired round
 # first TTL and a span.  Prints "max_ratio mean_ratio samples".
 scale_steady() {
     local ttl=${SCALE_STEADY_TTL:-20} rate=${SCALE_STEADY_RATE:-1500} dir=$WORK/steady_gen
-    local q="SELECT round(count(*)::numeric / greatest(count(*) FILTER (WHERE claimed_at > now() - interval '$ttl seconds'), 1), 4)
-               FROM idempotency.claims WHERE ns = (SELECT id FROM idem_namespaces WHERE name = 'scale_steady')"
+    local q="SELECT round(total::numeric / greatest(live, 1), 4) FROM scale_class_rows('scale_steady', $ttl)"
     psql_q -c "ALTER SYSTEM SET idempotency.generation_min_ttl = '10s'" \
            -c "ALTER SYSTEM SET idempotency.purge_interval = '1s'" \
            -c "ALTER SYSTEM SET idempotency.purge_enabled = on" -c "SELECT pg_reload_conf()" >/dev/null
@@ -172,6 +203,8 @@ SELECT to_char(size, 'FM999,999,999') AS "live claims",
        round(((j->>'ours_new')::float8 / :n)::numeric, 2) AS "new id us",
        round(((j->>'base_new')::float8 / :n)::numeric, 2) AS "baseline us",
        round(((j->>'ours_new')::float8 / (j->>'base_new')::float8)::numeric, 3) AS ratio,
+       round(((j->>'empty_new')::float8 / :n)::numeric, 2) AS "empty store us",
+       round(((j->>'ours_new')::float8 / (j->>'empty_new')::float8)::numeric, 3) AS "store / empty",
        round(((j->>'ours_dup')::float8 / :n)::numeric, 2) AS "old dup us",
        round(((j->>'base_dup')::float8 / :n)::numeric, 2) AS "baseline us ",
        round(((j->>'ours_dup')::float8 / (j->>'base_dup')::float8)::numeric, 3) AS "ratio "
@@ -194,7 +227,6 @@ SELECT 'steady state, 3 TTLs' AS "generations", :smax AS "max store/live rows", 
 \echo
 WITH big AS (SELECT j FROM s ORDER BY size DESC LIMIT 1),
      one AS (SELECT j FROM s WHERE size = 1000000),
-     empty AS (SELECT j FROM s ORDER BY size LIMIT 1),
      bars AS (
     SELECT 1 AS o, 'reclaiming: buffers per expired claim, largest store' AS bar,
            ((b.j->>'purge_hit')::float8 + (b.j->>'purge_read')::float8 + (b.j->>'vacuum_bufs')::float8) / :e AS v,
@@ -211,8 +243,8 @@ WITH big AS (SELECT j FROM s ORDER BY size DESC LIMIT 1),
            ((b.j->>'purge_ms')::float8 + (b.j->>'vacuum_ms')::float8)
              / ((o.j->>'purge_ms')::float8 + (o.j->>'vacuum_ms')::float8), 1.2, '<=' FROM big b, one o
     UNION ALL
-    SELECT 5, 'new id, largest store / empty store',
-           (b.j->>'ours_new')::float8 / (z.j->>'ours_new')::float8, 1.5, '<=' FROM big b, empty z
+    SELECT 5, 'new id, largest store / empty store (timed in the same rounds)',
+           (b.j->>'ours_new')::float8 / (b.j->>'empty_new')::float8, 1.5, '<=' FROM big b
     UNION ALL
     SELECT 6, 'new id / baseline, largest store',
            (b.j->>'ours_new')::float8 / (b.j->>'base_new')::float8, 0.45, '<=' FROM big b
@@ -231,9 +263,10 @@ SQL
 scale_plot() {      # n png
     local data; data=$(mktemp)
     psql_q -F ' ' -c "
-        SELECT size / 1e6, ours_new / $1, base_new / $1, ours_dup / $1, base_dup / $1 FROM (
+        SELECT size / 1e6, ours_new / $1, base_new / $1, ours_dup / $1, base_dup / $1, empty_new / $1 FROM (
           SELECT size,
                  percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FILTER (WHERE what = 'ours_new') AS ours_new,
+                 percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FILTER (WHERE what = 'empty_new') AS empty_new,
                  percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FILTER (WHERE what = 'base_new') AS base_new,
                  percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FILTER (WHERE what = 'ours_dup') AS ours_dup,
                  percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FILTER (WHERE what = 'base_dup') AS base_dup
@@ -250,7 +283,8 @@ set datafile missing 'NaN'
 plot '$data' using 1:2 with linespoints title 'idem_claim, new id', \
      '$data' using 1:3 with linespoints title 'ON CONFLICT baseline, new id', \
      '$data' using 1:4 with linespoints title 'idem_claim, old duplicate', \
-     '$data' using 1:5 with linespoints title 'ON CONFLICT baseline, old duplicate'
+     '$data' using 1:5 with linespoints title 'ON CONFLICT baseline, old duplicate', \
+     '$data' using 1:6 with linespoints dashtype 2 title 'idem_claim, new id, empty store (same rounds)'
 EOF
     rm -f "$data"
 }
@@ -269,10 +303,11 @@ bench_scale() {
         fi
         scale_vacuum_all
         psql_q -c "VACUUM ANALYZE bench_base" -c "CHECKPOINT" >/dev/null
+        scale_empty_db
         scale_loops "$s" "$rounds" "$n" >/dev/null
-        # the reclaim five times (SCALE_RECLAIMS), medians reported: its
+        # the reclaim seven times (SCALE_RECLAIMS), medians reported: its
         # times are milliseconds
-        for r in $(seq 1 "${SCALE_RECLAIMS:-5}"); do scale_reclaim "$s" "$e" "$r" >/dev/null; done
+        for r in $(seq 1 "${SCALE_RECLAIMS:-7}"); do scale_reclaim "$s" "$e" "$r" >/dev/null; done
         printf '  %s live claims done\n' "$s" >&2
     done
     steady=$(scale_steady)

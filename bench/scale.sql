@@ -94,3 +94,34 @@ BEGIN
     EXECUTE 'EXPLAIN (ANALYZE, BUFFERS, WAL, FORMAT JSON) ' || q INTO j;
     RETURN (j -> 0 -> 'Plan')::jsonb;
 END $$;
+
+-- rows of namespace p_ns, and those claimed in the last ttl seconds, in
+-- the relations its claims can be in: idempotency.claims itself and its
+-- class's generations.  A count over idempotency.claims as a whole would
+-- read every generation of the 30M store for seconds, and its locks would
+-- keep the worker from dropping the class's expired generations meanwhile.
+CREATE OR REPLACE FUNCTION scale_class_rows(p_ns text, ttl int, OUT total bigint, OUT live bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    nsid int := (SELECT id FROM idempotency.namespaces WHERE name = p_ns);
+    klass int := (SELECT floor(log(2, extract(epoch FROM n.ttl)))::int
+                    FROM idem_namespaces n WHERE n.name = p_ns);
+    rel text;
+    t bigint;
+    l bigint;
+BEGIN
+    SELECT count(*), count(*) FILTER (WHERE c.claimed_at > now() - make_interval(secs => ttl))
+      INTO total, live
+      FROM ONLY idempotency.claims c WHERE c.ns = nsid;
+    FOR rel IN SELECT g.relation FROM idem_generations g WHERE g.ttl_class = klass LOOP
+        BEGIN
+            EXECUTE format('SELECT count(*), count(*) FILTER (WHERE claimed_at > now() - make_interval(secs => $2))
+                              FROM %s WHERE ns = $1', rel)
+              INTO t, l USING nsid, ttl;
+            total := total + t;
+            live := live + l;
+        EXCEPTION WHEN undefined_table THEN
+            NULL;   -- dropped since it was listed
+        END;
+    END LOOP;
+END $$;
