@@ -1,6 +1,6 @@
 # bench/scale.sh: how the cost of claims and of reclaiming grows with the
 # store, sourced by bench/run.  Opt-in (bench/run scale): it builds a store
-# of 30M claims and a baseline of the same size, some 10 GB and an hour.
+# of 30M claims and a baseline of the same size, some 10 GB and 35 minutes.
 #
 # For each size in SCALE_SIZES (live claims, 7-day TTL; default 0, 1M, 10M
 # and 30M) the store is grown to that size on both sides with the same ids,
