@@ -21,7 +21,7 @@
  * map, which goes at the next switch); a probe then finds its leaf by a
  * binary search of integers and reads that one page.  The fences are only
  * a guess, checked on the leaf itself under its lock: a live leaf whose
- * first item is at most the key and whose high key is at least the key is
+ * first item is below the key and whose high key is at least the key is
  * the one leaf that can hold it, whatever happened to the index since (a
  * page deleted by VACUUM, REINDEX: a new relfilenode, new fences).  When
  * the guess fails, or two fences share the key's 8 bytes, the probe

@@ -773,7 +773,7 @@ IdemGenLaneView(IdemGeneration *gen, const IdemStripeView *view, int nview)
 		if (gen->stripe_ref == IDEM_STRIPE_NO_LANE)
 			return -1;
 	}
-	si = gen->stripe_ref / IDEM_STRIPE_MAX_LANES;
+	si = IDEM_STRIPE_REF_STRIPE(gen->stripe_ref);
 	for (v = 0; v < nview && view[v].stripe != si; v++)
 		;
 	if (v == nview)

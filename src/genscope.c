@@ -174,7 +174,7 @@ IdemGenScopeRebuild(IdemGenScope *s, IdemGenMap *map,
 
 		if (v >= 0)
 		{
-			int			lane = g->stripe_ref % IDEM_STRIPE_MAX_LANES;
+			int			lane = IDEM_STRIPE_REF_LANE(g->stripe_ref);
 
 			s->tables[v].gen[lane] = (int16) s->striped[i];
 			s->tables[v].mapped |= UINT64CONST(1) << lane;
@@ -232,7 +232,7 @@ IdemGenScopeSelect(IdemGenMap *map, const IdemNamespace *ns, uint64 fhash,
 		{
 			/* its lane is known now: a table covers it from the next claim on */
 			s->stale = true;
-			if (!((view[v].absent >> (g->stripe_ref % IDEM_STRIPE_MAX_LANES)) & 1))
+			if (!((view[v].absent >> IDEM_STRIPE_REF_LANE(g->stripe_ref)) & 1))
 				sel[n++] = s->uncovered[i];
 		}
 	}

@@ -329,8 +329,8 @@ IdemStripeMigrate(int oi, int ni, int base)
 	/* both lanes answer now: the slots can follow */
 	for (int l = 0; l < o->width; l++)
 		if (o->lane_gen[l] != 0)
-			IdemGenSlotMoveLane(o->lane_gen[l], oi * IDEM_STRIPE_MAX_LANES + l,
-								ni * IDEM_STRIPE_MAX_LANES + base + l);
+			IdemGenSlotMoveLane(o->lane_gen[l], IDEM_STRIPE_REF(oi, l),
+								IDEM_STRIPE_REF(ni, base + l));
 
 	/* readers of the old stripe see its count move, and ask the slot again */
 	pg_atomic_fetch_add_u64(&o->changes, 1);
@@ -465,7 +465,7 @@ IdemGenStripePlace(int32 gen_id, int32 ttl_class, const IdemFilter *filter)
 	}
 	pg_write_barrier();
 	pg_atomic_fetch_or_u64(&st->ready, UINT64CONST(1) << lane);
-	return si * IDEM_STRIPE_MAX_LANES + lane;
+	return IDEM_STRIPE_REF(si, lane);
 }
 
 /*
@@ -476,12 +476,12 @@ void
 IdemGenStripeFreeLane(int ref, int32 gen_id)
 {
 	IdemGenStripe *st;
-	int			lane = ref % IDEM_STRIPE_MAX_LANES;
+	int			lane = IDEM_STRIPE_REF_LANE(ref);
 	bool		empty = true;
 
-	if (idem_stripes == NULL || ref < 0 || ref >= IDEM_GEN_STRIPES * IDEM_STRIPE_MAX_LANES)
+	if (idem_stripes == NULL || !IDEM_STRIPE_REF_VALID(ref))
 		return;
-	st = &idem_stripes[ref / IDEM_STRIPE_MAX_LANES];
+	st = &idem_stripes[IDEM_STRIPE_REF_STRIPE(ref)];
 	if (st->dbid != MyDatabaseId || lane >= st->width || st->lane_gen[lane] != gen_id)
 		return;
 	pg_atomic_fetch_add_u64(&st->changes, 1);
@@ -514,10 +514,10 @@ IdemGenStripeTest(int ref, int32 gen_id, uint64 hash)
 	uint64		bit;
 	int			tries;
 
-	if (idem_stripes == NULL || ref < 0 || ref >= IDEM_GEN_STRIPES * IDEM_STRIPE_MAX_LANES)
+	if (idem_stripes == NULL || !IDEM_STRIPE_REF_VALID(ref))
 		return -1;
-	si = ref / IDEM_STRIPE_MAX_LANES;
-	lane = ref % IDEM_STRIPE_MAX_LANES;
+	si = IDEM_STRIPE_REF_STRIPE(ref);
+	lane = IDEM_STRIPE_REF_LANE(ref);
 	bit = UINT64CONST(1) << lane;
 	st = &idem_stripes[si];
 	memo = &idem_stripe_memo[si];
@@ -666,11 +666,11 @@ bool
 IdemGenStripeOwner(int ref, int32 gen_id, uint64 *changes)
 {
 	IdemGenStripe *st;
-	int			lane = ref % IDEM_STRIPE_MAX_LANES;
+	int			lane = IDEM_STRIPE_REF_LANE(ref);
 
-	if (idem_stripes == NULL || ref < 0 || ref >= IDEM_GEN_STRIPES * IDEM_STRIPE_MAX_LANES)
+	if (idem_stripes == NULL || !IDEM_STRIPE_REF_VALID(ref))
 		return false;
-	st = &idem_stripes[ref / IDEM_STRIPE_MAX_LANES];
+	st = &idem_stripes[IDEM_STRIPE_REF_STRIPE(ref)];
 	for (int tries = 0; tries < 3; tries++)
 	{
 		uint64		c1 = pg_atomic_read_u64(&st->changes);
@@ -697,7 +697,7 @@ IdemGenStripeWidth(int ref, int32 gen_id)
 
 	if (!IdemGenStripeOwner(ref, gen_id, &changes))
 		return 0;
-	return idem_stripes[ref / IDEM_STRIPE_MAX_LANES].width;
+	return idem_stripes[IDEM_STRIPE_REF_STRIPE(ref)].width;
 }
 
 /* Does [start, start + len) overlap a stripe's words?  Under the lock */

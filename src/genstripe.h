@@ -24,6 +24,11 @@
 
 /* A stripe lane's reference in a slot: stripe * IDEM_STRIPE_MAX_LANES + lane */
 #define IDEM_STRIPE_NO_LANE			(-1)
+#define IDEM_STRIPE_REF(stripe, lane)	((stripe) * IDEM_STRIPE_MAX_LANES + (lane))
+#define IDEM_STRIPE_REF_STRIPE(ref)		((ref) / IDEM_STRIPE_MAX_LANES)
+#define IDEM_STRIPE_REF_LANE(ref)		((ref) % IDEM_STRIPE_MAX_LANES)
+#define IDEM_STRIPE_REF_VALID(ref) \
+	((ref) >= 0 && (ref) < IDEM_GEN_STRIPES * IDEM_STRIPE_MAX_LANES)
 
 /* What one stripe said of a hash: see IdemGenStripeView */
 typedef struct IdemStripeView

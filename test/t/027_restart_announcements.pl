@@ -9,6 +9,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IdemCheck;
 
 my $node = PostgreSQL::Test::Cluster->new('restart_announcements');
 $node->init;
@@ -18,10 +19,8 @@ idempotency.purge_enabled = off
 });
 $node->start;
 
+create_extension_with_namespaces($node, ['postgres'], { week => '7 days', day => '1 day' });
 $node->safe_psql('postgres', q{
-CREATE EXTENSION idempotency;
-SELECT idem_namespace_define('week', '7 days');
-SELECT idem_namespace_define('day', '1 day');
 SELECT idem_generation_switch();
 SELECT count(*) FROM generate_series(1, 1000) i WHERE idem_claim('w-' || i, 'week');
 SELECT count(*) FROM generate_series(1, 1000) i WHERE idem_claim('d-' || i, 'day');
