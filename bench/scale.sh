@@ -56,13 +56,11 @@ scale_timed() {     # size round what query
     psql_q -c "INSERT INTO scale_results VALUES ($1, $2, '$3', $t)"
 }
 
-# A database whose store is empty, made anew for each size: its new ids are
-# timed in the same rounds as the store's, so that the bar comparing the
-# two does not compare times taken half an hour apart on a shared machine
-scale_empty_db() {
-    psql_q -c "DROP DATABASE IF EXISTS scale_empty" -c "CREATE DATABASE scale_empty" >/dev/null
-    psql_q -d scale_empty -f "$IDEM_ROOT/bench/common.sql" >/dev/null
-    psql_q -d scale_empty -f "$IDEM_ROOT/bench/scale.sql" >/dev/null
+# A database made anew, with the bench's functions and an empty store
+scale_fresh_db() {  # name
+    psql_q -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null
+    psql_q -d "$1" -f "$IDEM_ROOT/bench/common.sql" >/dev/null
+    psql_q -d "$1" -f "$IDEM_ROOT/bench/scale.sql" >/dev/null
 }
 
 # Fresh ids for the next new-id loops, in both databases
@@ -170,9 +168,7 @@ scale_reclaim() {   # size expired round
 # database's scale_results as the largest size's r1m_* rows.
 scale_reclaim_pair() {  # size expired rounds chunk
     local s=$1 e=$2 rounds=$3 chunk=$4 r
-    psql_q -c "DROP DATABASE IF EXISTS scale_1m" -c "CREATE DATABASE scale_1m" >/dev/null
-    psql_q -d scale_1m -f "$IDEM_ROOT/bench/common.sql" >/dev/null
-    psql_q -d scale_1m -f "$IDEM_ROOT/bench/scale.sql" >/dev/null
+    scale_fresh_db scale_1m
     psql_q -d scale_1m -c "SELECT scale_grow(0, 1000000, $chunk)" >/dev/null
     psql_q -d scale_1m -c "VACUUM ANALYZE" -c "CHECKPOINT" >/dev/null
     for r in $(seq 1 "$rounds"); do
@@ -389,7 +385,10 @@ bench_scale() {
         fi
         scale_vacuum_all
         psql_q -c "VACUUM ANALYZE bench_base" -c "CHECKPOINT" >/dev/null
-        scale_empty_db
+        # an empty store, made anew for each size: its new ids are timed in
+        # the same rounds as the store's, so that the bar comparing the two
+        # does not compare times taken half an hour apart on a shared machine
+        scale_fresh_db scale_empty
         scale_loops "$s" "$rounds" "$n" >/dev/null
         # the reclaim seven times (SCALE_RECLAIMS), medians reported: its
         # times are milliseconds; at the largest size, in turn with a 1M store
