@@ -96,6 +96,21 @@ typedef struct IdemStripeMemo
 
 static IdemStripeMemo idem_stripe_memo[IDEM_GEN_STRIPES];
 
+/*
+ * The positions of the last hash this backend computed, for a geometry: a
+ * claim's prefetch and test of every stripe of its class (all, usually, of
+ * one geometry) compute them once
+ */
+typedef struct IdemStripePos
+{
+	uint64		hash;
+	uint32		nblocks;		/* 0: none yet */
+	int			nhashes;
+	uint64		pos[IDEM_STRIPE_MAX_HASHES];
+} IdemStripePos;
+
+static IdemStripePos idem_stripe_pos;
+
 /* Bytes of shared memory (the words are in genfilter.c's arena) */
 Size
 IdemGenStripeShmemSize(void)
@@ -160,18 +175,28 @@ IdemStripeLanes(const uint64 *words, int width, uint64 at)
 static int
 IdemStripePositions(const IdemGenStripe *st, uint64 hash, uint64 *at)
 {
+	IdemStripePos *memo = &idem_stripe_pos;
 	uint32		nblocks = st->nblocks;
 	int			width = st->width;
-	int			k = Min(st->nhashes & IDEM_FILTER_HASHES_MASK, IDEM_STRIPE_MAX_HASHES);
-	uint64		w = IdemFilterMix(hash);
-	uint32		block;
+	int			nhashes = st->nhashes;
+	int			k = Min(nhashes & IDEM_FILTER_HASHES_MASK, IDEM_STRIPE_MAX_HASHES);
 
 	if (nblocks == 0 || width == 0 ||
 		st->offset + IdemStripeBytes(nblocks, width) > (uint64) idem_filter_memory_kb * 1024)
 		return 0;
-	block = IdemFilterBlock(hash, nblocks);
+	if (memo->nblocks != nblocks || memo->nhashes != nhashes || memo->hash != hash)
+	{
+		uint64		w = IdemFilterMix(hash);
+		uint64		block = IdemFilterBlock(hash, nblocks);
+
+		for (int i = 0; i < k; i++)
+			memo->pos[i] = block * IDEM_STRIPE_BLOCK_BITS + IdemFilterBit(hash, &w, i, true);
+		memo->hash = hash;
+		memo->nblocks = nblocks;
+		memo->nhashes = nhashes;
+	}
 	for (int i = 0; i < k; i++)
-		at[i] = ((uint64) block * IDEM_STRIPE_BLOCK_BITS + IdemFilterBit(hash, &w, i, true)) * width;
+		at[i] = memo->pos[i] * width;
 	return k;
 }
 
