@@ -365,6 +365,12 @@ scale_huge_pages() {
     echo "$saved" > "$WORK/nr_hugepages.saved"
     echo $((saved + need)) > /proc/sys/vm/nr_hugepages
     free=$(awk '/^HugePages_Free/ {print $2}' /proc/meminfo)
+    if [ "$free" -lt "$need" ] && [ -w /proc/sys/vm/compact_memory ]; then
+        # memory too fragmented for that many 2 MB pages: compact, ask again
+        echo 1 > /proc/sys/vm/compact_memory
+        echo $((saved + need)) > /proc/sys/vm/nr_hugepages
+        free=$(awk '/^HugePages_Free/ {print $2}' /proc/meminfo)
+    fi
     if [ "$free" -lt "$need" ]; then
         scale_huge_restore
         cluster_start

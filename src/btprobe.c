@@ -38,9 +38,9 @@
  */
 #include "postgres.h"
 
+#include "access/itup.h"
 #include "access/nbtree.h"
 #include "access/xlog.h"
-#include "access/itup.h"
 #include "catalog/pg_index.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
