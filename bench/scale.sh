@@ -363,13 +363,11 @@ scale_huge_pages() {
     fi
     saved=$(cat /proc/sys/vm/nr_hugepages)
     echo "$saved" > "$WORK/nr_hugepages.saved"
-    echo $((saved + need)) > /proc/sys/vm/nr_hugepages
-    free=$(awk '/^HugePages_Free/ {print $2}' /proc/meminfo)
+    free=$(scale_huge_ask $((saved + need)))
     if [ "$free" -lt "$need" ] && [ -w /proc/sys/vm/compact_memory ]; then
         # memory too fragmented for that many 2 MB pages: compact, ask again
         echo 1 > /proc/sys/vm/compact_memory
-        echo $((saved + need)) > /proc/sys/vm/nr_hugepages
-        free=$(awk '/^HugePages_Free/ {print $2}' /proc/meminfo)
+        free=$(scale_huge_ask $((saved + need)))
     fi
     if [ "$free" -lt "$need" ]; then
         scale_huge_restore
@@ -380,6 +378,12 @@ scale_huge_pages() {
     cluster_conf "huge_pages = on"
     cluster_start
     SCALE_PAGES="huge pages ($need pages of $(awk '/^Hugepagesize/ {print $2 " " $3}' /proc/meminfo)), huge_pages = on"
+}
+
+# scale_huge_ask: set vm.nr_hugepages to n; print how many huge pages are free
+scale_huge_ask() {  # n
+    echo "$1" > /proc/sys/vm/nr_hugepages
+    awk '/^HugePages_Free/ {print $2}' /proc/meminfo
 }
 
 # scale_huge_restore: vm.nr_hugepages as it was, if scale_huge_pages raised

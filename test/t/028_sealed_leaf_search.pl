@@ -17,6 +17,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+use IdemCheck;
+
 my $node = PostgreSQL::Test::Cluster->new('sealed_leaf_search');
 $node->init;
 $node->append_conf('postgresql.conf', q{
@@ -27,10 +29,8 @@ autovacuum = off
 });
 $node->start;
 
+create_extension_with_namespaces($node, ['postgres'], { la => '12 hours', lb => '13 hours' });
 $node->safe_psql('postgres', q{
-CREATE EXTENSION idempotency;
-SELECT idem_namespace_define('la', '12 hours');
-SELECT idem_namespace_define('lb', '13 hours');
 SELECT idem_generation_switch('la');
 CREATE TABLE ids AS
 WITH s(id, w) AS (
