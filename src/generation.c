@@ -54,8 +54,10 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am_d.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type_d.h"
 #include "commands/extension.h"
@@ -67,6 +69,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
@@ -530,6 +533,8 @@ IdemGenCollectRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	m = IdemGenArray(tuple, desc, 5, TIMESTAMPTZOID, &last);
 	f = IdemGenArray(tuple, desc, 7, TIMESTAMPTZOID, &first);
 	g->nns = Min(n, m);
+	/* arrays that disagree, or claims without namespaces: a damaged row */
+	g->inconsistent = n != m || (f > 0 && f != n);
 	g->nsids = palloc(sizeof(int32) * Max(g->nns, 1));
 	g->last_claimed = palloc(sizeof(TimestampTz) * Max(g->nns, 1));
 	g->first_claimed = palloc(sizeof(TimestampTz) * Max(g->nns, 1));
@@ -545,6 +550,8 @@ IdemGenCollectRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	g->claims = DatumGetInt64(SPI_getbinval(tuple, desc, 9, &isnull));
 	if (isnull)
 		g->claims = -1;
+	if (g->state == IDEM_GEN_SEALED && g->claims != 0 && g->nns == 0)
+		g->inconsistent = true;
 	g->relid = get_relname_relid(IdemGenRelName(g->id), c->schema);
 	g->slot = -1;
 	g->stripe_ref = IDEM_STRIPE_NO_LANE;
@@ -1100,19 +1107,208 @@ IdemGenSeal(IdemGeneration *gen)
 	return true;
 }
 
-/* Has every claim of sealed generation gen expired, under today's TTLs? */
+/*
+ * Add a reason a pass held back to done->why, in the pass's memory context:
+ * "; " between reasons, and only the first few, so that a store damaged
+ * all over still gets one short line
+ */
+static void IdemGenHold(IdemGenMaintenance *done, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static void
+IdemGenHold(IdemGenMaintenance *done, const char *fmt,...)
+{
+	StringInfoData buf;
+	va_list		args;
+
+	done->held++;
+	if (done->held > 4)
+	{
+		if (done->held == 5)
+			done->why = psprintf("%s; and more", done->why);
+		return;
+	}
+	initStringInfo(&buf);
+	if (done->why != NULL)
+		appendStringInfo(&buf, "%s; ", done->why);
+	for (;;)
+	{
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&buf, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&buf, needed);
+	}
+	done->why = buf.data;
+}
+
+/*
+ * Does table relid have a valid unique index on exactly (key, ns), as
+ * every generation table gets at its opening and a restore gives it back
+ * in its post-data step?  Read from pg_index, without locking the table.
+ */
+static bool
+IdemGenHasKeyIndex(Oid relid)
+{
+	AttrNumber	att_key = get_attnum(relid, "key");
+	AttrNumber	att_ns = get_attnum(relid, "ns");
+	Relation	pg_index;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	if (att_key == InvalidAttrNumber || att_ns == InvalidAttrNumber)
+		return false;
+	ScanKeyInit(&key, Anum_pg_index_indrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	pg_index = table_open(IndexRelationId, AccessShareLock);
+	scan = systable_beginscan(pg_index, IndexIndrelidIndexId, true, NULL, 1, &key);
+	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_index index = (Form_pg_index) GETSTRUCT(tuple);
+
+		found = index->indisunique && index->indisvalid && index->indisready &&
+			index->indislive && index->indimmediate && index->indnkeyatts == 2 &&
+			index->indkey.values[0] == att_key && index->indkey.values[1] == att_ns &&
+			heap_attisnull(tuple, Anum_pg_index_indexprs, NULL) &&
+			heap_attisnull(tuple, Anum_pg_index_indpred, NULL);
+	}
+	systable_endscan(scan);
+	table_close(pg_index, AccessShareLock);
+	return found;
+}
+
+/* The generation_id_seq's state, for IdemGenStoreIncomplete */
+typedef struct IdemGenSeqState
+{
+	int64		last_value;
+	bool		is_called;
+} IdemGenSeqState;
+
+static void
+IdemGenSeqRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	IdemGenSeqState *seq = arg;
+	bool		isnull;
+
+	seq->last_value = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+	seq->is_called = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
+}
+
+/*
+ * Is the store of this database incomplete, so that no switch, seal or drop
+ * may run?  Each test is a state that a restore passes through (pg_restore
+ * -j loads the generations' rows and tables before the namespaces, and
+ * adds their primary keys last) and a running store never shows:
+ *
+ *	 - a generation table, idempotency.claims_g<N> inheriting from
+ *	   idempotency.claims, without its row in idempotency.generations;
+ *	 - a generation table without its unique index on (key, ns);
+ *	 - generations without a single namespace;
+ *	 - the generation id sequence behind the highest id (the next switch
+ *	   would take the name of a table being restored);
+ *	 - the extension being created, or a binary upgrade.
+ *
+ * Says why in done.
+ */
+static bool
+IdemGenStoreIncomplete(const IdemGeneration *gens, int ngens, int nns,
+					   IdemGenMaintenance *done)
+{
+	IdemCatalog cat = IdemGetCatalog();
+	List	   *children;
+	ListCell   *lc;
+	int32		maxid = 0;
+	IdemGenSeqState seq = {0, false};
+	int			i;
+
+	if (creating_extension || IsBinaryUpgrade)
+	{
+		IdemGenHold(done, "the extension is being created or upgraded");
+		return true;
+	}
+	for (i = 0; i < ngens; i++)
+	{
+		maxid = Max(maxid, gens[i].id);
+		if (OidIsValid(gens[i].relid) && !IdemGenHasKeyIndex(gens[i].relid))
+		{
+			IdemGenHold(done, "table %s.%s has no valid unique index on (key, ns)",
+						IDEM_SCHEMA_NAME, IdemGenRelName(gens[i].id));
+			return true;
+		}
+	}
+	children = find_inheritance_children(cat.claims, NoLock);
+	foreach(lc, children)
+	{
+		Oid			child = lfirst_oid(lc);
+		char	   *name = get_rel_name(child);
+		int32		id;
+		char		tail;
+
+		if (name == NULL || get_rel_namespace(child) != cat.schema ||
+			sscanf(name, "claims_g%d%c", &id, &tail) != 1)
+			continue;			/* not a generation's name: not ours */
+		for (i = 0; i < ngens && gens[i].id != id; i++)
+			;
+		if (i == ngens)
+		{
+			IdemGenHold(done, "table %s.%s has no row in %s.generations",
+						IDEM_SCHEMA_NAME, quote_identifier(name), IDEM_SCHEMA_NAME);
+			return true;
+		}
+	}
+	list_free(children);
+	if (ngens > 0 && nns == 0)
+	{
+		IdemGenHold(done, "%s.namespaces is empty", IDEM_SCHEMA_NAME);
+		return true;
+	}
+	(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT last_value, is_called FROM idempotency.generation_id_seq",
+						0, NULL, NULL, NULL, IdemGenSeqRow, &seq);
+	if (seq.is_called ? seq.last_value < maxid : seq.last_value <= maxid)
+	{
+		IdemGenHold(done, "%s.generation_id_seq is behind generation %d",
+					IDEM_SCHEMA_NAME, maxid);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Has every claim of sealed generation gen expired, as its own data shows:
+ * the newest claim of each namespace it holds, as the seal recorded it,
+ * plus that namespace's TTL as it now stands (a TTL made longer keeps it)?
+ * A namespace that cannot be found, or a row that does not add up, proves
+ * nothing: the generation is held, and the pass says why.
+ */
 static bool
 IdemGenExpired(const IdemGeneration *gen, const IdemNamespace *nss, int nns,
-			   TimestampTz now)
+			   TimestampTz now, IdemGenMaintenance *done)
 {
 	int			i;
 
+	if (gen->inconsistent)
+	{
+		IdemGenHold(done, "generation %d kept: its recorded namespaces and claims do not match",
+					gen->id);
+		return false;
+	}
 	for (i = 0; i < gen->nns; i++)
 	{
 		const IdemNamespace *ns = IdemNamespaceFindById(nss, nns, gen->nsids[i]);
 
-		if (ns != NULL && IdemNamespaceExpiry(ns, gen->last_claimed[i]) >= now)
-			return false;		/* a namespace that is gone has no live claims */
+		if (ns == NULL)
+		{
+			IdemGenHold(done, "generation %d kept: its namespace %d is not defined",
+						gen->id, gen->nsids[i]);
+			return false;
+		}
+		if (IdemNamespaceExpiry(ns, gen->last_claimed[i]) >= now)
+			return false;
 	}
 	return true;
 }
@@ -1128,26 +1324,28 @@ IdemGenDrop(IdemGeneration *gen, int64 *claims, bool wait)
 	Datum		value = Int32GetDatum(gen->id);
 	MemoryContext old;
 
-	if (OidIsValid(gen->relid))
-	{
-		/*
-		 * Claimers do not read an expired generation, so waiting for its
-		 * lock (under the caller's lock_timeout) stalls only readers of
-		 * idempotency.claims as a whole; the worker never waits.
-		 */
-		if (wait)
-			LockRelationOid(gen->relid, AccessExclusiveLock);
-		else if (!ConditionalLockRelationOid(gen->relid, AccessExclusiveLock))
-			return false;
-	}
+	Assert(OidIsValid(gen->relid));
+
+	/*
+	 * Claimers do not read an expired generation, so waiting for its lock
+	 * (under the caller's lock_timeout) stalls only readers of
+	 * idempotency.claims as a whole; the worker never waits.
+	 */
+	if (wait)
+		LockRelationOid(gen->relid, AccessExclusiveLock);
+	else if (!ConditionalLockRelationOid(gen->relid, AccessExclusiveLock))
+		return false;
+	/* the table under our lock is still the generation's */
+	if (get_relname_relid(IdemGenRelName(gen->id), IdemGetCatalog().schema) != gen->relid)
+		IdemGenChanged(gen->id);
 	*claims = 0;
-	(void) IdemOwnerRun(IdemGetCatalog().claims, 0,
-						"DELETE FROM idempotency.generations WHERE id = $1 RETURNING coalesce(claims, 0)",
-						1, &type, &value, NULL, IdemGenInt8Row, claims);
-	if (OidIsValid(gen->relid))
-		IdemGenRun(psprintf("DROP TABLE IF EXISTS " IDEM_SCHEMA_NAME ".%s",
-							IdemGenRelName(gen->id)),
-				   0, NULL, NULL, NULL);
+	if (IdemOwnerRun(IdemGetCatalog().claims, 0,
+					 "DELETE FROM idempotency.generations WHERE id = $1 AND state = 'sealed'"
+					 " RETURNING coalesce(claims, 0)",
+					 1, &type, &value, NULL, IdemGenInt8Row, claims) != 1)
+		IdemGenChanged(gen->id);
+	IdemGenRun(psprintf("DROP TABLE " IDEM_SCHEMA_NAME ".%s", IdemGenRelName(gen->id)),
+			   0, NULL, NULL, NULL);
 	old = MemoryContextSwitchTo(TopMemoryContext);
 	idem_gen_dropped = lappend_int(idem_gen_dropped, gen->id);
 	MemoryContextSwitchTo(old);
@@ -1334,7 +1532,8 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		return;
 	}
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, IDEM_GEN_LOCK_FIELD4);
-	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL)
+	/* with wait (idem_purge() and the like), behind a pass in flight */
+	if (LockAcquire(&tag, ExclusiveLock, false, !wait) == LOCKACQUIRE_NOT_AVAIL)
 	{
 		done->skipped++;
 		return;
@@ -1342,6 +1541,11 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 
 	nss = IdemNamespaceLoadAll(&nns);
 	gens = IdemGenLoad(CurrentMemoryContext, &ngens);
+	if (IdemGenStoreIncomplete(gens, ngens, nns, done))
+	{
+		done->incomplete = true;
+		return;
+	}
 	/* the generations live after the pass, for the slot sweep */
 	live = palloc(sizeof(int32) * (2 * ngens + nns + 1));	/* at most one open per class and per switch */
 
@@ -1393,7 +1597,7 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		 */
 		if (force_class != IDEM_GEN_ALL_CLASSES && force_class != g->ttl_class &&
 			now < g->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC) &&
-			!IdemGenOverSize(g) && !IdemGenNsUnknown(g->id))
+			OidIsValid(g->relid) && !IdemGenOverSize(g) && !IdemGenNsUnknown(g->id))
 			continue;
 		if (in_use)
 		{
@@ -1410,7 +1614,10 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 	{
 		if (gens[i].state != IDEM_GEN_CLOSED)
 			continue;
-		if (IdemGenSeal(&gens[i]))
+		if (!OidIsValid(gens[i].relid))
+			IdemGenHold(done, "generation %d kept unsealed: table %s.%s is missing",
+						gens[i].id, IDEM_SCHEMA_NAME, IdemGenRelName(gens[i].id));
+		else if (IdemGenSeal(&gens[i]))
 			done->sealed++;
 		else
 		{
@@ -1425,8 +1632,15 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		int64		claims = 0;
 
 		if (gens[i].state != IDEM_GEN_SEALED ||
-			!IdemGenExpired(&gens[i], nss, nns, now))
+			!IdemGenExpired(&gens[i], nss, nns, now, done))
 			continue;
+		if (!OidIsValid(gens[i].relid))
+		{
+			/* its claims went with the table: nothing of ours proves more */
+			IdemGenHold(done, "generation %d kept: table %s.%s is missing",
+						gens[i].id, IDEM_SCHEMA_NAME, IdemGenRelName(gens[i].id));
+			continue;
+		}
 		if (IdemGenDrop(&gens[i], &claims, wait))
 		{
 			done->dropped++;
@@ -1473,5 +1687,14 @@ idem_generation_switch(PG_FUNCTION_ARGS)
 		c = IdemGenClassOf(&ns);
 	}
 	IdemGenMaintain(c, true, &done);
+	if (done.incomplete)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot switch claim generations: %s", done.why),
+				 errdetail("No generation is switched, sealed or dropped while the extension's objects are incomplete."),
+				 errhint("During a restore, wait for it to end; otherwise repair the object named.")));
+	if (done.why != NULL)
+		ereport(NOTICE,
+				(errmsg("claim generations left alone: %s", done.why)));
 	PG_RETURN_INT32(done.opened);
 }

@@ -39,6 +39,8 @@ typedef struct IdemGeneration
 	TimestampTz *last_claimed;	/* newest claimed_at of each */
 	TimestampTz *first_claimed; /* oldest claimed_at of each */
 	int64		claims;			/* sealed: what the seal counted, or -1 */
+	bool		inconsistent;	/* sealed: its namespaces and newest claims
+								 * do not match: never proven expired */
 	struct IdemBtreeFences *fences; /* sealed: of its index (btprobe.c), once read */
 } IdemGeneration;
 
@@ -60,6 +62,9 @@ typedef struct IdemGenMaintenance
 	int64		claims_dropped;
 	int			skipped;		/* steps left for later: locks in use */
 	int			seal_skipped;	/* of which seals: claimers still inserting */
+	int			held;			/* generations left alone: not proven */
+	bool		incomplete;		/* nothing done: the store is incomplete */
+	char	   *why;			/* what held it back, or NULL */
 } IdemGenMaintenance;
 
 /* Smallest idempotency.generation_max_claims but 0 */

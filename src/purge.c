@@ -705,6 +705,65 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 	}
 }
 
+/* The last error recorded for the generations, if any: a char ** arg */
+static void
+IdemPurgeLastErrorRow(HeapTuple tup, TupleDesc desc, void *arg)
+{
+	char	  **last = arg;
+	char	   *error = SPI_getvalue(tup, desc, 1);
+
+	*last = error != NULL ? error : "";
+}
+
+/*
+ * Record a generations pass in idempotency.purge_runs, as the target
+ * "idempotency.generations", in the pass's transaction: when it dropped
+ * claims, and when what held it back (done->why) differs from what the last
+ * recorded pass said.  A new reason is logged once, not every round; the
+ * caller of idem_purge() and idem_purge_run() gets it as a NOTICE each time.
+ */
+static void
+IdemPurgeRecordGenerations(IdemGenMaintenance *done, TimestampTz started,
+						   const char *trigger)
+{
+	IdemPurgeTarget target;
+	IdemPurgeResult result;
+	char	   *last = NULL;	/* "" for a run without an error */
+	bool		changed;
+
+	if (done->why != NULL && strcmp(trigger, "worker") != 0)
+		ereport(NOTICE,
+				(errmsg("claim generations left alone: %s", done->why)));
+	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY,
+						"SELECT error FROM idempotency.purge_runs"
+						" WHERE target = 'idempotency.generations' ORDER BY run_id DESC LIMIT 1",
+						0, NULL, NULL, NULL, IdemPurgeLastErrorRow, &last);
+	changed = done->why != NULL ?
+		(last == NULL || strcmp(last, done->why) != 0) :
+		(last != NULL && last[0] != '\0');
+	if (changed && done->why != NULL)
+		ereport(LOG,
+				(errmsg("idempotency left claim generations alone in database \"%s\": %s",
+						get_database_name(MyDatabaseId), done->why),
+				 errdetail(done->incomplete ?
+						   "No generation is switched, sealed or dropped while the extension's objects are incomplete." :
+						   "A generation is dropped only when its own recorded claims and its namespaces' TTLs prove every claim in it expired."),
+				 errhint(done->incomplete ?
+						 "During a restore this clears when the restore ends; otherwise repair the object named.  This is logged once; see idem_purge_runs." :
+						 "The other generations are maintained as usual.  This is logged once; see idem_purge_runs.")));
+	if (done->dropped == 0 && !changed)
+		return;
+	memset(&target, 0, sizeof(target));
+	target.label = "idempotency.generations";
+	memset(&result, 0, sizeof(result));
+	result.started_at = started;
+	result.rows = done->claims_dropped;
+	result.batches = done->dropped;
+	result.complete = true;
+	result.error = done->why;
+	IdemPurgeRecord(&target, &result, trigger);
+}
+
 /* Record a worker run in its own transaction, given a second past deadline */
 static void
 IdemPurgeRecordWorkerRun(IdemPurgeTarget *target, IdemPurgeResult *result,
@@ -785,8 +844,12 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 	IdemPurgeXactStart(deadline, 0);
 	PG_TRY();
 	{
+		TimestampTz started = GetCurrentTimestamp();
+
 		PushActiveSnapshot(GetTransactionSnapshot());
 		IdemGenMaintain(-1, false, &done);
+		IdemPurgeRecordGenerations(&done, started, "worker");
+		done.why = NULL;		/* in the transaction's memory */
 		IdemPurgeXactCommit();
 	}
 	PG_CATCH();
@@ -1029,7 +1092,7 @@ IdemPurgeTableFailed(IdemPurgeTarget *target, MemoryContext cxt, ResourceOwner o
  * generations dropped.
  */
 static int64
-IdemPurgeGenerationsHere(void)
+IdemPurgeGenerationsHere(const char *trigger)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -1040,7 +1103,10 @@ IdemPurgeGenerationsHere(void)
 	MemoryContextSwitchTo(oldcxt);
 	PG_TRY();
 	{
+		TimestampTz started = GetCurrentTimestamp();
+
 		IdemGenMaintain(-1, true, &done);
+		IdemPurgeRecordGenerations(&done, started, trigger);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcxt);
 		CurrentResourceOwner = oldowner;
@@ -1076,7 +1142,7 @@ idem_purge(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("idem_purge()");
 
 	/* generations first: dropping one reclaims its claims without a scan */
-	total += IdemPurgeGenerationsHere();
+	total += IdemPurgeGenerationsHere("manual");
 
 	targets = IdemPurgeTargets();
 	foreach(lc, targets)
@@ -1172,7 +1238,7 @@ idem_purge_run(PG_FUNCTION_ARGS)
 #if PG_VERSION_NUM >= 140000
 		EnsurePortalSnapshotExists();
 #endif
-		total += IdemPurgeGenerationsHere();
+		total += IdemPurgeGenerationsHere("procedure");
 		SPI_commit();
 		oldcxt = MemoryContextSwitchTo(cxt);
 		targets = IdemPurgeTargets();
