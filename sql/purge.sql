@@ -1,5 +1,22 @@
 -- idem_purge and purge policies
 SET client_min_messages = warning;
+-- This file counts what idem_purge() and idem_purge_run() delete, so the
+-- worker (on, as the README configures it) pauses in this database alone,
+-- and any round under way here ends first.
+DO $$
+DECLARE quiet int := 0;
+BEGIN
+    EXECUTE format('ALTER DATABASE %I SET idempotency.purge_enabled = off', current_database());
+    WHILE quiet < 20 LOOP
+        IF EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+                    AND backend_type = 'idempotency purge worker') THEN
+            quiet := 0;
+        ELSE
+            quiet := quiet + 1;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END $$;
 -- The deletion purge, which claims of TTLs below generation_min_ttl get;
 -- generations.sql tests the generations that longer TTLs get instead.
 SET idempotency.generation_min_ttl = 2147483647;
@@ -219,3 +236,7 @@ CALL idem_purge_run();
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 DROP ROLE regress_idem_purge_runner;
+
+DO $$ BEGIN
+    EXECUTE format('ALTER DATABASE %I RESET idempotency.purge_enabled', current_database());
+END $$;

@@ -664,12 +664,21 @@ IdemGenClassOf(const IdemNamespace *ns)
 	return ns->ttl_class;
 }
 
-/* The open generation new claims of ns go to, or NULL for the claims table */
+/*
+ * The open generation new claims of ns go to, or NULL for the claims table:
+ * where the class has none, and for a TTL below the claimer's
+ * idempotency.generation_min_ttl (the worker may have opened a generation
+ * for the class under its own setting; the claims table is the claimer's
+ * word, and uniqueness holds across both)
+ */
 IdemGeneration *
 IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns)
 {
 	int32		c = IdemGenClassOf(ns);
 	int			i;
+
+	if (IdemTtlSeconds(&ns->ttl) < idem_generation_min_ttl)
+		return NULL;
 
 	for (i = 0; i < map->ngens; i++)
 		if (map->gens[i].state == IDEM_GEN_OPEN && map->gens[i].ttl_class == c &&

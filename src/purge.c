@@ -129,8 +129,9 @@ IdemPurgeInit(void)
 {
 	DefineCustomBoolVariable("idempotency.purge_enabled",
 							 "Whether the background worker purges expired rows.",
-							 NULL, &idem_purge_enabled, true,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+							 "Set per database (ALTER DATABASE ... SET) to pause the worker's rounds there alone.",
+							 &idem_purge_enabled, true,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("idempotency.purge_batch_size",
 							"Rows deleted per purge batch, each batch in its own transaction.",
 							"After a lock timeout the purge halves its batch, down to 100 rows, and grows it back afterwards.",
@@ -944,6 +945,14 @@ IdemPurgeDatabaseRound(bool generations_only)
 	char	   *volatile dbname = NULL;
 
 	IdemPurgeRoundLockTimeout();
+
+	/* paused here, by ALTER DATABASE ... SET idempotency.purge_enabled = off */
+	if (!idem_purge_enabled)
+	{
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextDelete(cxt);
+		return;
+	}
 
 	IdemPurgeXactStart(deadline, 0);
 	PG_TRY();
