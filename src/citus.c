@@ -44,6 +44,8 @@
 #include "storage/lockdefs.h"
 #include "tcop/utility.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 
@@ -169,6 +171,33 @@ IdemCitusCheckClaim(void)
 		idem_claim_nest_level = GetCurrentTransactionNestLevel();
 	}
 	idem_xact_checked = true;
+}
+
+/* What Citus names the connections between its nodes (Citus 11 and later) */
+#define IDEM_CITUS_INTERNAL_APPNAME "citus_internal gpid="
+
+/*
+ * Called by every claim in a namespace of its own (idem_claim, its try and
+ * batch forms, the trigger; not idem_citus_claim): refuse it in a session
+ * Citus opened from another node, which is how a delegated function call
+ * (or a write the coordinator routed, firing a trigger) runs on a worker.
+ * Such a claim would stay on this node when Citus moves the shard of the
+ * rows it guards, and every event it guards would be applied again after
+ * the move; idem_citus_claim keeps the claim with the shard instead.
+ */
+void
+IdemCitusCheckPlainClaim(const text *nsname)
+{
+	if (!idem_citus_preloaded || application_name == NULL ||
+		strncmp(application_name, IDEM_CITUS_INTERNAL_APPNAME,
+				strlen(IDEM_CITUS_INTERNAL_APPNAME)) != 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+			 errmsg("a claim in a call Citus routed to this node must be kept with a shard"),
+			 errdetail("A claim in namespace \"%s\" would stay on this node when Citus moves the shard of the rows it guards, and its events would be applied again after the move.",
+					   text_to_cstring(nsname)),
+			 errhint("Claim with idem_citus_claim(event_id, namespace, get_shard_id_for_distribution_column(table, key)), as the README's Citus recipe does.")));
 }
 
 /*

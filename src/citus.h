@@ -9,6 +9,7 @@
 
 extern void IdemCitusInit(void);
 extern void IdemCitusCheckClaim(void);
+extern void IdemCitusCheckPlainClaim(const text *nsname);
 extern bool IdemCitusAsk(const char *sql, int nargs, Oid *argtypes, Datum *args);
 
 #endif							/* IDEM_CITUS_H */

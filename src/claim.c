@@ -28,6 +28,7 @@
 
 #include "catalog.h"
 #include "citusshard.h"
+#include "citus.h"
 #include "claim.h"
 #include "claimcache.h"
 #include "claimkey.h"
@@ -129,6 +130,7 @@ IdemClaimOne(FunctionCallInfo fcinfo, bool uuid_id, bool nowait, const char *fun
 	IdemNamespace ns;
 
 	(void) IdemKeyArgs(fcinfo, uuid_id, funcname, ACL_INSERT, true, &key, &ns);
+	IdemCitusCheckPlainClaim(PG_GETARG_TEXT_PP(1));
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		fingerprint = PG_GETARG_TEXT_PP(2);
 	return IdemClaimKey(&key, &ns, fingerprint, nowait);
@@ -326,6 +328,7 @@ IdemClaimMany(FunctionCallInfo fcinfo, bool uuid_ids)
 	{
 		qsort(items, nelems, sizeof(IdemBatchItem), IdemBatchItemCompare);
 
+		IdemCitusCheckPlainClaim(nsname);
 		(void) IdemNamespaceGet(nsname, true, &ns);
 		IdemStoreOpen(&store, IDEM_OP_CLAIM, nelems > 1);
 		for (i = 0; i < nelems; i++)

@@ -30,6 +30,7 @@
 
 #include "catalog.h"
 #include "claimkey.h"
+#include "citus.h"
 #include "claimstore.h"
 #include "idempotency.h"
 #include "namespace.h"
@@ -230,6 +231,7 @@ idem_claim_trigger(PG_FUNCTION_ARGS)
 	IdemCheckClaimsPrivilege(ACL_INSERT);
 	IdemCheckNamespacePrivilege(nsname, IDEM_NSPRIV_CLAIM);
 
+	IdemCitusCheckPlainClaim(nsname);
 	(void) IdemNamespaceGet(nsname, true, &ns);
 	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
 	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, false);
