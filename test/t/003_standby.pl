@@ -10,7 +10,7 @@ use IdemCheck;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'");
+$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'\n$IdemCheck::WORKER_LIVE");
 $primary->start;
 $primary->safe_psql('postgres', q{
 CREATE EXTENSION idempotency;

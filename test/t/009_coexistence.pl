@@ -39,7 +39,8 @@ shared_preload_libraries = 'citus,pg_cron,pg_stat_statements,idempotency'
 cron.database_name = 'postgres'
 max_connections = 40
 max_worker_processes = 16
-});
+}
+. $IdemCheck::WORKER_LIVE);
 $node->start;
 
 my $slots_msg = qr/out of relcache_callback_list slots/;

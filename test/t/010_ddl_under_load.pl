@@ -50,7 +50,7 @@ my $node = PostgreSQL::Test::Cluster->new('ddl_under_load');
 $node->init;
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'idempotency'
-idempotency.purge_enabled = off
+$IdemCheck::WORKER_LIVE
 max_connections = 40
 log_statement = none
 });

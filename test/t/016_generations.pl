@@ -19,7 +19,7 @@ $node->init(allows_streaming => 'logical');
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'idempotency'
 max_connections = 40
-idempotency.purge_interval = 3600
+$IdemCheck::WORKER_LIVE
 log_statement = none
 });
 $node->start;

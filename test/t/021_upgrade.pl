@@ -30,9 +30,9 @@ ok(-f "$root/idempotency--$default.sql", "the $default install script exists");
 
 my $node = PostgreSQL::Test::Cluster->new('upgrade');
 $node->init;
-$node->append_conf('postgresql.conf', q{
+$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'idempotency'
-idempotency.purge_enabled = off
+$IdemCheck::WORKER_LIVE
 });
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE upgraded');

@@ -21,7 +21,7 @@ CREATE ROLE tenant_c LOGIN;
 
 my $primary = PostgreSQL::Test::Cluster->new('nsg_primary');
 $primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'");
+$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'\n$IdemCheck::WORKER_LIVE");
 $primary->start;
 $primary->safe_psql('postgres', $roles . q{
 CREATE EXTENSION idempotency;
@@ -112,7 +112,7 @@ $primary->safe_psql('postgres', q{SELECT idem_namespace_grant('pay', 'tenant_b',
 # --- dump and restore into another cluster ----------------------------------
 my $other = PostgreSQL::Test::Cluster->new('nsg_other');
 $other->init;
-$other->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'");
+$other->append_conf('postgresql.conf', "shared_preload_libraries = 'idempotency'\n$IdemCheck::WORKER_LIVE");
 $other->start;
 # other OIDs for the same names: roles created in another order, after others
 $other->safe_psql('postgres', q{

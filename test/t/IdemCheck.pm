@@ -34,6 +34,11 @@ our @EXPORT = qw(amcheck_claims create_extension_with_namespaces make_expired_cl
 
 my @TABLES = qw(idempotency.claims idempotency.requests idempotency.tokens);
 
+# The purge worker live, every second, for the tests that restore,
+# replicate, upgrade or change catalogs: its round must meet every
+# intermediate state those operations produce.
+our $WORKER_LIVE = "idempotency.purge_interval = '1s'\n";
+
 # CREATE EXTENSION idempotency in each of @$dbs of $node, and define the
 # namespaces of %$namespaces (name => TTL) in each
 sub create_extension_with_namespaces
