@@ -82,6 +82,7 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -1138,20 +1139,51 @@ IdemReleaseDecide(IdemRowSeek *seek pg_attribute_unused())
 }
 
 /*
+ * Raise the error of a claim whose class's open generation has no table:
+ * dropped by hand, since the maintenance pass drops only expired sealed
+ * generations.  Guessing another relation could put the claim where the
+ * seal and the filters do not expect it, so the claim fails until a new
+ * generation is opened.
+ */
+static void
+pg_attribute_noreturn()
+IdemReportGenerationGone(IdemNamespace *ns, int32 gen_id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("table of open generation %d does not exist", gen_id),
+			 errdetail("Table idempotency.claims_g%d, which takes the new claims of namespace \"%s\", was dropped.",
+					   gen_id, ns->name),
+			 errhint("SELECT idem_generation_switch() opens a new generation for its claims; so does the purge worker's next round.")));
+}
+
+/*
  * Choose the relation a claim of ns goes to: the open generation of its
  * TTL class, or the claims table if the class has none.  After locking a
  * generation, the map is read again: if a switch committed meanwhile, the
  * lock's invalidations have replaced it, and we choose again.  So nobody
  * inserts into a generation after the seal took its SHARE lock.
+ *
+ * An open generation whose table is gone (DROP TABLE by hand; nothing of
+ * the extension drops one) would make that loop run forever, since
+ * dropping a table changes nothing in idempotency.generations.  The map
+ * might just be stale, read before a switch whose invalidations we had not
+ * received yet, so it is read once afresh, after any maintenance pass in
+ * flight has ended (IdemGenMaintenanceWait); if its open generation still
+ * has no table, the claim fails (IdemReportGenerationGone).
  */
 static IdemStoreRel *
 IdemStoreTarget(IdemStore *store, IdemNamespace *ns)
 {
+	bool		reread = false;
+
 	for (;;)
 	{
-		IdemGeneration *g = IdemGenTarget(store->map, ns);
+		IdemGeneration *g;
 		IdemStoreRel *r;
 
+		CHECK_FOR_INTERRUPTS();
+		g = IdemGenTarget(store->map, ns);
 		if (g == NULL)
 		{
 			(void) IdemStoreRelOpen(store, &store->root, RowExclusiveLock);
@@ -1161,9 +1193,20 @@ IdemStoreTarget(IdemStore *store, IdemNamespace *ns)
 			continue;
 		}
 		r = IdemStoreGenRel(store, g - store->map->gens);
-		if (IdemStoreRelOpen(store, r, RowExclusiveLock) &&
-			IdemGenMapGet() == store->map)
-			return r;
+		if (IdemStoreRelOpen(store, r, RowExclusiveLock))
+		{
+			if (IdemGenMapGet() == store->map)
+				return r;
+			IdemStoreLoadMap(store);
+			continue;
+		}
+		/* its table is gone */
+		if (reread)
+			IdemReportGenerationGone(ns, g->id);
+		reread = true;
+		IdemGenMaintenanceWait();
+		AcceptInvalidationMessages();
+		(void) IdemGenMapFresh();	/* drops the cached map too */
 		IdemStoreLoadMap(store);
 	}
 }
@@ -1246,6 +1289,7 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 	{
 		IdemElsewhere els;
 
+		CHECK_FOR_INTERRUPTS();
 		probe.elsewhere = IDEM_ELSEWHERE_NONE;
 		/* Another relation may hold it: look there first, waiting as needed */
 		if (!probe.cached)
