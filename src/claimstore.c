@@ -51,7 +51,11 @@
  * (IdemCheckElsewhere): with our tuple still speculative, every other
  * relation that might hold the key is probed under the dirty snapshot,
  * and of two speculative inserters that see each other the older xid
- * waits while the younger withdraws.  "Might hold" is answered without a
+ * waits while the younger withdraws.  With our token held, nothing there
+ * waits for a lock or a transaction, since the deadlock detector cannot
+ * see a wait for our token (spectoken.c): a relation whose lock is not
+ * free at once, or a claimer that is not an insertion younger than ours,
+ * makes us withdraw, release the token, wait, and start over.  "Might hold" is answered without a
  * probe for most relations: a sealed generation by its namespaces, their
  * expiry and its filter (the generations to ask at all are the scope's,
  * genscope.c, narrowed by the class's stripes); an open one, and
@@ -109,7 +113,8 @@ typedef enum IdemElsewhere
 	IDEM_ELSEWHERE_NONE,		/* no live claim of the key anywhere else */
 	IDEM_ELSEWHERE_DUP,			/* a live claim, committed or ours */
 	IDEM_ELSEWHERE_RETRY,		/* waited for (or must wait for) a claimer */
-	IDEM_ELSEWHERE_UNSEEN		/* committed after our transaction snapshot */
+	IDEM_ELSEWHERE_UNSEEN,		/* committed after our transaction snapshot */
+	IDEM_ELSEWHERE_AGAIN		/* withdrew to wait for a lock: start over */
 } IdemElsewhere;
 
 /*
@@ -138,6 +143,8 @@ typedef struct IdemProbe
 	uint32		wait_token;
 	IdemStoreRel *wait_rel;
 	ItemPointerData wait_tid;
+	/* a relation to lock once ours is withdrawn (its lock was not free) */
+	IdemStoreRel *wait_lock;
 	/* what the probe found */
 	bool		found;
 	TimestampTz claimed_at;
@@ -309,48 +316,84 @@ IdemStoreRelRelock(IdemStore *store, IdemStoreRel *r, LOCKMODE mode)
 		store->layout = r->layout;
 }
 
+/* What opening a store relation without waiting found */
+typedef enum IdemOpen
+{
+	IDEM_OPEN_OK,				/* open, its probe index too */
+	IDEM_OPEN_GONE,				/* its table was dropped */
+	IDEM_OPEN_BUSY				/* a lock it needs is not free */
+} IdemOpen;
+
 /*
- * Open a generation of the store with at least mode; false if its table
- * was dropped since the map was read (only an expired generation is).
+ * Open a generation of the store with at least mode: IDEM_OPEN_GONE if its
+ * table was dropped since the map was read (only an expired generation is,
+ * but for a DROP TABLE by hand).  With nowait (mode AccessShareLock, for a
+ * look at the other relations while our speculative token is held: see
+ * IdemCheckElsewhere), its probe index is opened too, and a lock that is
+ * not free at once gives IDEM_OPEN_BUSY, the relation left unopened.
  */
-static bool
-IdemStoreRelOpen(IdemStore *store, IdemStoreRel *r, LOCKMODE mode)
+static IdemOpen
+IdemStoreRelOpenExt(IdemStore *store, IdemStoreRel *r, LOCKMODE mode, bool nowait)
 {
 	Oid			relid;
 	LOCKTAG		tag;
 
+	Assert(!nowait || mode == AccessShareLock);
 	if (r->opened)
 	{
 		if (r->gone)
-			return false;
+			return IDEM_OPEN_GONE;
 		if (mode > r->locked)
 			IdemStoreRelRelock(store, r, mode);
-		return true;
 	}
-	relid = r->gen->relid;
-	r->opened = true;
-	if (!OidIsValid(relid))
+	else
 	{
-		r->gone = true;
-		return false;
-	}
-	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
-	if (!LockHeldByMe(&tag, mode))
-	{
-		/* not locked yet in this transaction: it may have been dropped */
-		LockRelationOid(relid, mode);
-		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		relid = r->gen->relid;
+		if (!OidIsValid(relid))
 		{
-			UnlockRelationOid(relid, mode);
+			r->opened = true;
 			r->gone = true;
-			return false;
+			return IDEM_OPEN_GONE;
 		}
+		SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+		if (!LockHeldByMe(&tag, mode))
+		{
+			/* not locked yet in this transaction: it may have been dropped */
+			if (!nowait)
+				LockRelationOid(relid, mode);
+			else if (!ConditionalLockRelationOid(relid, mode))
+				return IDEM_OPEN_BUSY;
+			if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			{
+				UnlockRelationOid(relid, mode);
+				r->opened = true;
+				r->gone = true;
+				return IDEM_OPEN_GONE;
+			}
+		}
+		r->opened = true;
+		r->locked = mode;
+		r->heap = relation_open(relid, NoLock);
+		r->layout = IdemClaimRelGet(r->heap, store->op);
+		IdemStoreRelIndexesInit(r);
 	}
-	r->locked = mode;
-	r->heap = relation_open(relid, NoLock);
-	r->layout = IdemClaimRelGet(r->heap, store->op);
-	IdemStoreRelIndexesInit(r);
-	return true;
+	if (nowait && r->indexes[r->layout->probe] == NULL)
+	{
+		/* REINDEX INDEX, say, holds the index alone */
+		Oid			indexid = r->layout->index_oids[r->layout->probe];
+
+		if (!ConditionalLockRelationOid(indexid, r->locked))
+			return IDEM_OPEN_BUSY;
+		r->indexes[r->layout->probe] = index_open(indexid, NoLock);
+	}
+	return IDEM_OPEN_OK;
+}
+
+/* Open a generation of the store, waiting as needed: see IdemStoreRelOpenExt */
+static bool
+IdemStoreRelOpen(IdemStore *store, IdemStoreRel *r, LOCKMODE mode)
+{
+	return IdemStoreRelOpenExt(store, r, mode, false) == IDEM_OPEN_OK;
 }
 
 /* Index i of a relation's layout, opened on first use */
@@ -750,8 +793,11 @@ IdemIndexIsEmpty(Relation index)
  * speculative inserters that see each other, the one with the older xid
  * waits for the other's speculative insertion to end, while the other
  * withdraws (the caller super-deletes) and waits for the first before
- * starting over.  Without pending, an in-flight claimer is simply waited
- * for.  A committed live claim, or one of our own, fills probe.
+ * starting over.  With pending, no lock is waited for either: a relation
+ * whose lock is not free gives IDEM_ELSEWHERE_AGAIN, and the caller takes
+ * the lock once our token is released.  Without pending, an in-flight
+ * claimer, or a lock, is simply waited for.  A committed live claim, or
+ * one of our own, fills probe.
  */
 static IdemElsewhere
 IdemCheckElsewhere(IdemProbe *probe, bool pending)
@@ -767,7 +813,25 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 
 		if (r == target || !IdemStoreRelMayHold(store, r, probe->ns, probe->fhash))
 			continue;
-		if (!IdemStoreRelOpen(store, r, AccessShareLock))
+		if (pending)
+		{
+			/*
+			 * Our token is held: no waiting for a lock (whoever holds it
+			 * may be waiting for a claimer that waits for our token, and
+			 * the deadlock detector cannot see that wait).  Withdraw, lock
+			 * without the token, and start over.
+			 */
+			IdemOpen	o = IdemStoreRelOpenExt(store, r, AccessShareLock, true);
+
+			if (o == IDEM_OPEN_GONE)
+				continue;
+			if (o == IDEM_OPEN_BUSY)
+			{
+				probe->wait_lock = r;
+				return IDEM_ELSEWHERE_AGAIN;
+			}
+		}
+		else if (!IdemStoreRelOpen(store, r, AccessShareLock))
 			continue;
 
 		/*
@@ -841,10 +905,22 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 	return IDEM_ELSEWHERE_NONE;
 }
 
-/* Wait for the claimer in another relation that made us withdraw */
+/*
+ * Wait for what made us withdraw, our token released: the claimer in
+ * another relation, or the lock of one
+ */
 static void
 IdemWaitElsewhere(IdemProbe *probe)
 {
+	if (probe->wait_lock != NULL)
+	{
+		IdemStoreRel *r = probe->wait_lock;
+
+		probe->wait_lock = NULL;
+		if (IdemStoreRelOpen(probe->store, r, AccessShareLock))
+			(void) IdemStoreIndex(r);
+		return;
+	}
 	if (!TransactionIdIsValid(probe->wait_xid))
 		return;
 	probe->seek.waits++;
@@ -980,7 +1056,7 @@ IdemInsertSpeculative(IdemProbe *probe)
 	if (els == IDEM_ELSEWHERE_UNSEEN)
 		IdemReportUnseen(&probe->seek);
 	probe->elsewhere = els;
-	if (els == IDEM_ELSEWHERE_RETRY)
+	if (els == IDEM_ELSEWHERE_RETRY || els == IDEM_ELSEWHERE_AGAIN)
 		IdemWaitElsewhere(probe);
 	return true;
 }
@@ -1281,8 +1357,11 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 			IdemMissRecord(ns->id, true);
 			return IdemClaimDuplicate(&probe, probe.found_in, check_fp);
 		}
-		IdemMissRecord(ns->id, true);
-		cache_miss = false;		/* recorded */
+		if (!settled || probe.elsewhere != IDEM_ELSEWHERE_AGAIN)
+		{
+			IdemMissRecord(ns->id, true);
+			cache_miss = false; /* recorded */
+		}
 	}
 
 	for (;;)
@@ -1321,6 +1400,11 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 				if (cache_miss)
 					IdemMissRecord(ns->id, true);
 				return IdemClaimDuplicate(&probe, probe.found_in, check_fp);
+			}
+			if (probe.elsewhere == IDEM_ELSEWHERE_AGAIN)
+			{
+				probe.cached = false;
+				continue;		/* took a lock without our token: again */
 			}
 			if (nowait)
 			{
