@@ -351,7 +351,18 @@ IdemClaimRelIndexes(IdemClaimRel *cr, Relation heap)
 	}
 	list_free(oids);
 
-	if (cr->probe < 0)
+	if (cr->probe < 0 && strcmp(RelationGetRelationName(heap), "claims") != 0)
+	{
+		/* a generation (generation.c): its primary key was dropped by hand */
+		const char *name = RelationGetRelationName(heap);
+
+		IdemRefusalSet(&cr->refuse_all, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+					   psprintf("generation table idempotency.%s has no valid unique index on (key, ns)", name),
+					   pstrdup("Claims are found and kept unique through that index."),
+					   psprintf("Add it back with ALTER TABLE idempotency.%s ADD PRIMARY KEY (key, ns), or rebuild it with REINDEX TABLE idempotency.%s.",
+								quote_identifier(name), quote_identifier(name)));
+	}
+	else if (cr->probe < 0)
 		IdemRefusalSet(&cr->refuse_all, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
 					   pstrdup("idempotency.claims has no valid unique index on (key, ns)"),
 					   pstrdup("Claims are found and kept unique through that index."),

@@ -51,7 +51,11 @@
  * (IdemCheckElsewhere): with our tuple still speculative, every other
  * relation that might hold the key is probed under the dirty snapshot,
  * and of two speculative inserters that see each other the older xid
- * waits while the younger withdraws.  "Might hold" is answered without a
+ * waits while the younger withdraws.  With our token held, nothing there
+ * waits for a lock or a transaction, since the deadlock detector cannot
+ * see a wait for our token (spectoken.c): a relation whose lock is not
+ * free at once, or a claimer that is not an insertion younger than ours,
+ * makes us withdraw, release the token, wait, and start over.  "Might hold" is answered without a
  * probe for most relations: a sealed generation by its namespaces, their
  * expiry and its filter (the generations to ask at all are the scope's,
  * genscope.c, narrowed by the class's stripes); an open one, and
@@ -82,6 +86,7 @@
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -108,7 +113,8 @@ typedef enum IdemElsewhere
 	IDEM_ELSEWHERE_NONE,		/* no live claim of the key anywhere else */
 	IDEM_ELSEWHERE_DUP,			/* a live claim, committed or ours */
 	IDEM_ELSEWHERE_RETRY,		/* waited for (or must wait for) a claimer */
-	IDEM_ELSEWHERE_UNSEEN		/* committed after our transaction snapshot */
+	IDEM_ELSEWHERE_UNSEEN,		/* committed after our transaction snapshot */
+	IDEM_ELSEWHERE_AGAIN		/* withdrew to wait for a lock: start over */
 } IdemElsewhere;
 
 /*
@@ -137,6 +143,8 @@ typedef struct IdemProbe
 	uint32		wait_token;
 	IdemStoreRel *wait_rel;
 	ItemPointerData wait_tid;
+	/* a relation to lock once ours is withdrawn (its lock was not free) */
+	IdemStoreRel *wait_lock;
 	/* what the probe found */
 	bool		found;
 	TimestampTz claimed_at;
@@ -308,48 +316,84 @@ IdemStoreRelRelock(IdemStore *store, IdemStoreRel *r, LOCKMODE mode)
 		store->layout = r->layout;
 }
 
+/* What opening a store relation without waiting found */
+typedef enum IdemOpen
+{
+	IDEM_OPEN_OK,				/* open, its probe index too */
+	IDEM_OPEN_GONE,				/* its table was dropped */
+	IDEM_OPEN_BUSY				/* a lock it needs is not free */
+} IdemOpen;
+
 /*
- * Open a generation of the store with at least mode; false if its table
- * was dropped since the map was read (only an expired generation is).
+ * Open a generation of the store with at least mode: IDEM_OPEN_GONE if its
+ * table was dropped since the map was read (only an expired generation is,
+ * but for a DROP TABLE by hand).  With nowait (mode AccessShareLock, for a
+ * look at the other relations while our speculative token is held: see
+ * IdemCheckElsewhere), its probe index is opened too, and a lock that is
+ * not free at once gives IDEM_OPEN_BUSY, the relation left unopened.
  */
-static bool
-IdemStoreRelOpen(IdemStore *store, IdemStoreRel *r, LOCKMODE mode)
+static IdemOpen
+IdemStoreRelOpenExt(IdemStore *store, IdemStoreRel *r, LOCKMODE mode, bool nowait)
 {
 	Oid			relid;
 	LOCKTAG		tag;
 
+	Assert(!nowait || mode == AccessShareLock);
 	if (r->opened)
 	{
 		if (r->gone)
-			return false;
+			return IDEM_OPEN_GONE;
 		if (mode > r->locked)
 			IdemStoreRelRelock(store, r, mode);
-		return true;
 	}
-	relid = r->gen->relid;
-	r->opened = true;
-	if (!OidIsValid(relid))
+	else
 	{
-		r->gone = true;
-		return false;
-	}
-	SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
-	if (!LockHeldByMe(&tag, mode))
-	{
-		/* not locked yet in this transaction: it may have been dropped */
-		LockRelationOid(relid, mode);
-		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		relid = r->gen->relid;
+		if (!OidIsValid(relid))
 		{
-			UnlockRelationOid(relid, mode);
+			r->opened = true;
 			r->gone = true;
-			return false;
+			return IDEM_OPEN_GONE;
 		}
+		SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
+		if (!LockHeldByMe(&tag, mode))
+		{
+			/* not locked yet in this transaction: it may have been dropped */
+			if (!nowait)
+				LockRelationOid(relid, mode);
+			else if (!ConditionalLockRelationOid(relid, mode))
+				return IDEM_OPEN_BUSY;
+			if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			{
+				UnlockRelationOid(relid, mode);
+				r->opened = true;
+				r->gone = true;
+				return IDEM_OPEN_GONE;
+			}
+		}
+		r->opened = true;
+		r->locked = mode;
+		r->heap = relation_open(relid, NoLock);
+		r->layout = IdemClaimRelGet(r->heap, store->op);
+		IdemStoreRelIndexesInit(r);
 	}
-	r->locked = mode;
-	r->heap = relation_open(relid, NoLock);
-	r->layout = IdemClaimRelGet(r->heap, store->op);
-	IdemStoreRelIndexesInit(r);
-	return true;
+	if (nowait && r->indexes[r->layout->probe] == NULL)
+	{
+		/* REINDEX INDEX, say, holds the index alone */
+		Oid			indexid = r->layout->index_oids[r->layout->probe];
+
+		if (!ConditionalLockRelationOid(indexid, r->locked))
+			return IDEM_OPEN_BUSY;
+		r->indexes[r->layout->probe] = index_open(indexid, NoLock);
+	}
+	return IDEM_OPEN_OK;
+}
+
+/* Open a generation of the store, waiting as needed: see IdemStoreRelOpenExt */
+static bool
+IdemStoreRelOpen(IdemStore *store, IdemStoreRel *r, LOCKMODE mode)
+{
+	return IdemStoreRelOpenExt(store, r, mode, false) == IDEM_OPEN_OK;
 }
 
 /* Index i of a relation's layout, opened on first use */
@@ -749,8 +793,11 @@ IdemIndexIsEmpty(Relation index)
  * speculative inserters that see each other, the one with the older xid
  * waits for the other's speculative insertion to end, while the other
  * withdraws (the caller super-deletes) and waits for the first before
- * starting over.  Without pending, an in-flight claimer is simply waited
- * for.  A committed live claim, or one of our own, fills probe.
+ * starting over.  With pending, no lock is waited for either: a relation
+ * whose lock is not free gives IDEM_ELSEWHERE_AGAIN, and the caller takes
+ * the lock once our token is released.  Without pending, an in-flight
+ * claimer, or a lock, is simply waited for.  A committed live claim, or
+ * one of our own, fills probe.
  */
 static IdemElsewhere
 IdemCheckElsewhere(IdemProbe *probe, bool pending)
@@ -766,7 +813,25 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 
 		if (r == target || !IdemStoreRelMayHold(store, r, probe->ns, probe->fhash))
 			continue;
-		if (!IdemStoreRelOpen(store, r, AccessShareLock))
+		if (pending)
+		{
+			/*
+			 * Our token is held: no waiting for a lock (whoever holds it
+			 * may be waiting for a claimer that waits for our token, and
+			 * the deadlock detector cannot see that wait).  Withdraw, lock
+			 * without the token, and start over.
+			 */
+			IdemOpen	o = IdemStoreRelOpenExt(store, r, AccessShareLock, true);
+
+			if (o == IDEM_OPEN_GONE)
+				continue;
+			if (o == IDEM_OPEN_BUSY)
+			{
+				probe->wait_lock = r;
+				return IDEM_ELSEWHERE_AGAIN;
+			}
+		}
+		else if (!IdemStoreRelOpen(store, r, AccessShareLock))
 			continue;
 
 		/*
@@ -840,10 +905,22 @@ IdemCheckElsewhere(IdemProbe *probe, bool pending)
 	return IDEM_ELSEWHERE_NONE;
 }
 
-/* Wait for the claimer in another relation that made us withdraw */
+/*
+ * Wait for what made us withdraw, our token released: the claimer in
+ * another relation, or the lock of one
+ */
 static void
 IdemWaitElsewhere(IdemProbe *probe)
 {
+	if (probe->wait_lock != NULL)
+	{
+		IdemStoreRel *r = probe->wait_lock;
+
+		probe->wait_lock = NULL;
+		if (IdemStoreRelOpen(probe->store, r, AccessShareLock))
+			(void) IdemStoreIndex(r);
+		return;
+	}
 	if (!TransactionIdIsValid(probe->wait_xid))
 		return;
 	probe->seek.waits++;
@@ -979,7 +1056,7 @@ IdemInsertSpeculative(IdemProbe *probe)
 	if (els == IDEM_ELSEWHERE_UNSEEN)
 		IdemReportUnseen(&probe->seek);
 	probe->elsewhere = els;
-	if (els == IDEM_ELSEWHERE_RETRY)
+	if (els == IDEM_ELSEWHERE_RETRY || els == IDEM_ELSEWHERE_AGAIN)
 		IdemWaitElsewhere(probe);
 	return true;
 }
@@ -1138,20 +1215,51 @@ IdemReleaseDecide(IdemRowSeek *seek pg_attribute_unused())
 }
 
 /*
+ * Raise the error of a claim whose class's open generation has no table:
+ * dropped by hand, since the maintenance pass drops only expired sealed
+ * generations.  Guessing another relation could put the claim where the
+ * seal and the filters do not expect it, so the claim fails until a new
+ * generation is opened.
+ */
+static void
+pg_attribute_noreturn()
+IdemReportGenerationGone(IdemNamespace *ns, int32 gen_id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("table of open generation %d does not exist", gen_id),
+			 errdetail("Table idempotency.claims_g%d, which takes the new claims of namespace \"%s\", was dropped.",
+					   gen_id, ns->name),
+			 errhint("SELECT idem_generation_switch() opens a new generation for its claims; so does the purge worker's next round.")));
+}
+
+/*
  * Choose the relation a claim of ns goes to: the open generation of its
  * TTL class, or the claims table if the class has none.  After locking a
  * generation, the map is read again: if a switch committed meanwhile, the
  * lock's invalidations have replaced it, and we choose again.  So nobody
  * inserts into a generation after the seal took its SHARE lock.
+ *
+ * An open generation whose table is gone (DROP TABLE by hand; nothing of
+ * the extension drops one) would make that loop run forever, since
+ * dropping a table changes nothing in idempotency.generations.  The map
+ * might just be stale, read before a switch whose invalidations we had not
+ * received yet, so it is read once afresh, after any maintenance pass in
+ * flight has ended (IdemGenMaintenanceWait); if its open generation still
+ * has no table, the claim fails (IdemReportGenerationGone).
  */
 static IdemStoreRel *
 IdemStoreTarget(IdemStore *store, IdemNamespace *ns)
 {
+	bool		reread = false;
+
 	for (;;)
 	{
-		IdemGeneration *g = IdemGenTarget(store->map, ns);
+		IdemGeneration *g;
 		IdemStoreRel *r;
 
+		CHECK_FOR_INTERRUPTS();
+		g = IdemGenTarget(store->map, ns);
 		if (g == NULL)
 		{
 			(void) IdemStoreRelOpen(store, &store->root, RowExclusiveLock);
@@ -1161,9 +1269,20 @@ IdemStoreTarget(IdemStore *store, IdemNamespace *ns)
 			continue;
 		}
 		r = IdemStoreGenRel(store, g - store->map->gens);
-		if (IdemStoreRelOpen(store, r, RowExclusiveLock) &&
-			IdemGenMapGet() == store->map)
-			return r;
+		if (IdemStoreRelOpen(store, r, RowExclusiveLock))
+		{
+			if (IdemGenMapGet() == store->map)
+				return r;
+			IdemStoreLoadMap(store);
+			continue;
+		}
+		/* its table is gone */
+		if (reread)
+			IdemReportGenerationGone(ns, g->id);
+		reread = true;
+		IdemGenMaintenanceWait();
+		AcceptInvalidationMessages();
+		(void) IdemGenMapFresh();	/* drops the cached map too */
 		IdemStoreLoadMap(store);
 	}
 }
@@ -1238,14 +1357,18 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 			IdemMissRecord(ns->id, true);
 			return IdemClaimDuplicate(&probe, probe.found_in, check_fp);
 		}
-		IdemMissRecord(ns->id, true);
-		cache_miss = false;		/* recorded */
+		if (!settled || probe.elsewhere != IDEM_ELSEWHERE_AGAIN)
+		{
+			IdemMissRecord(ns->id, true);
+			cache_miss = false; /* recorded */
+		}
 	}
 
 	for (;;)
 	{
 		IdemElsewhere els;
 
+		CHECK_FOR_INTERRUPTS();
 		probe.elsewhere = IDEM_ELSEWHERE_NONE;
 		/* Another relation may hold it: look there first, waiting as needed */
 		if (!probe.cached)
@@ -1277,6 +1400,11 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 				if (cache_miss)
 					IdemMissRecord(ns->id, true);
 				return IdemClaimDuplicate(&probe, probe.found_in, check_fp);
+			}
+			if (probe.elsewhere == IDEM_ELSEWHERE_AGAIN)
+			{
+				probe.cached = false;
+				continue;		/* took a lock without our token: again */
 			}
 			if (nowait)
 			{

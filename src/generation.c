@@ -624,8 +624,11 @@ IdemGenMapGet(void)
 {
 	while (idem_genmap == NULL)
 	{
-		uint64		start = IdemInvalCounter();
+		uint64		start;
 		IdemGenMap *map;
+
+		CHECK_FOR_INTERRUPTS();
+		start = IdemInvalCounter();
 
 		idem_genmap_table = get_relname_relid("generations", IdemGetCatalog().schema);
 		map = IdemGenMapBuild(IdemGenCacheContext(&idem_genmap_gen));
@@ -669,7 +672,9 @@ IdemGenClassOf(const IdemNamespace *ns)
  * where the class has none, and for a TTL below the claimer's
  * idempotency.generation_min_ttl (the worker may have opened a generation
  * for the class under its own setting; the claims table is the claimer's
- * word, and uniqueness holds across both)
+ * word, and uniqueness holds across both).  Its relid is invalid if its
+ * table is gone: the claimer decides (claimstore.c), not this lookup,
+ * which must not send the claim elsewhere.
  */
 IdemGeneration *
 IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns)
@@ -681,8 +686,7 @@ IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns)
 		return NULL;
 
 	for (i = 0; i < map->ngens; i++)
-		if (map->gens[i].state == IDEM_GEN_OPEN && map->gens[i].ttl_class == c &&
-			OidIsValid(map->gens[i].relid))
+		if (map->gens[i].state == IDEM_GEN_OPEN && map->gens[i].ttl_class == c)
 			return &map->gens[i];
 	return NULL;
 }
@@ -1507,6 +1511,31 @@ IdemGenRefineFilter(void)
 #define IDEM_GEN_LOCK_FIELD4	480
 
 /*
+ * Wait until no maintenance pass is in flight: one that opens a generation
+ * has ended, its invalidations sent, when it lets go of the pass's lock.
+ * For a claimer that finds no table for an open generation (claimstore.c).
+ */
+void
+IdemGenMaintenanceWait(void)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, IDEM_GEN_LOCK_FIELD4);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	LockRelease(&tag, ShareLock, false);
+}
+
+/*
+ * Has open generation g lost its table (a DROP TABLE by hand)?  Then the
+ * pass replaces it, whatever its age: its claimers fail until it does.
+ */
+static bool
+IdemGenTableGone(const IdemGeneration *g)
+{
+	return !OidIsValid(g->relid);
+}
+
+/*
  * One maintenance pass, in the caller's transaction: open generations for
  * the TTL classes in use, switch those older than their span (and class
  * force_class whatever its age: IDEM_GEN_ALL_CLASSES for all of them, -1
@@ -1602,11 +1631,12 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		 * Switched: when asked to, at the end of its span, at the size
 		 * bound, and when its namespaces are unknown (its bitmap, made
 		 * after a restart, says "may hold" to every claim of every other
-		 * class, which then probes it: the next one will know)
+		 * class, which then probes it: the next one will know), and when
+		 * its table is gone
 		 */
 		if (force_class != IDEM_GEN_ALL_CLASSES && force_class != g->ttl_class &&
 			now < g->opened_at + (TimestampTz) (Max(span, 1.0) * USECS_PER_SEC) &&
-			OidIsValid(g->relid) && !IdemGenOverSize(g) && !IdemGenNsUnknown(g->id))
+			!IdemGenOverSize(g) && !IdemGenNsUnknown(g->id) && !IdemGenTableGone(g))
 			continue;
 		if (in_use)
 		{

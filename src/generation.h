@@ -95,6 +95,7 @@ extern bool IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
 extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
+extern void IdemGenMaintenanceWait(void);
 extern void IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done);
 extern bool IdemGenRefineWanted(void);
 extern bool IdemGenRefineFilter(void);

@@ -16,13 +16,24 @@
  * token.  The token encodes the slot (the inserter's pgprocno), tagged with
  * the top bit.
  *
- * This is safe because the holder never waits for a transaction while
- * holding its token: between heap_insert and confirming or super-deleting
- * the tuple it only inserts index entries, unique ones with
- * UNIQUE_CHECK_PARTIAL, which does not wait.  So a waiter cannot take part
- * in a deadlock, and the wait lasts microseconds.  It still honours
- * lock_timeout, statement_timeout and cancels, as every wait should.  If the holder errors out, the
- * (sub)transaction abort callbacks clear the slot.
+ * The deadlock detector does not see these waits.  This is safe because
+ * the holder waits for no lock and no transaction while holding its token:
+ * between heap_insert and confirming or super-deleting the tuple it
+ * inserts index entries, unique ones with UNIQUE_CHECK_PARTIAL, which does
+ * not wait, and, in a class with generations, probes the other relations
+ * (claimstore.c, IdemCheckElsewhere), taking only locks that are free at
+ * once: one that is not makes it withdraw its tuple, release the token, and
+ * only then wait for the lock.  Its one wait is for the token of another
+ * speculative insertion of the same key whose xid is younger than its own
+ * (the older waits, the younger withdraws), and that holder keeps the same
+ * rule.  So waits for tokens go from older to younger xids, never in a
+ * cycle, and each ends once the youngest of the chain finishes inserting.
+ * (Catalog reads are the exception: the relcache entry of a generation
+ * opened for the first time, idempotency.generations read again after a
+ * switch; they queue only behind DDL on those catalogs.)  A wait honours
+ * lock_timeout, statement_timeout and cancels, as every wait should.  If
+ * the holder errors out, the (sub)transaction abort callbacks clear the
+ * slot.
  *
  * Without shared memory (no shared_preload_libraries), or before
  * PostgreSQL 15, where the number of backends is not known when shared
