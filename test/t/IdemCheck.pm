@@ -30,7 +30,7 @@ use Exporter 'import';
 use Test::More;
 
 our @EXPORT = qw(amcheck_claims create_extension_with_namespaces make_expired_claims
-  dump_and_restore);
+  dump_and_restore pause_worker resume_worker);
 
 my @TABLES = qw(idempotency.claims idempotency.requests idempotency.tokens);
 
@@ -38,6 +38,29 @@ my @TABLES = qw(idempotency.claims idempotency.requests idempotency.tokens);
 # replicate, upgrade or change catalogs: its round must meet every
 # intermediate state those operations produce.
 our $WORKER_LIVE = "idempotency.purge_interval = '1s'\n";
+
+# Pause the purge worker in database $db of $node alone, for a step that
+# measures what a manual purge does (ALTER DATABASE ... SET
+# idempotency.purge_enabled = off), and wait until no round is under way
+# there; resume_worker undoes it
+sub pause_worker
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db, qq{ALTER DATABASE "$db" SET idempotency.purge_enabled = off});
+	$node->poll_query_until($db, q{
+		SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+		                    AND backend_type = 'idempotency purge worker')
+		  AND pg_sleep(0.2) IS NOT NULL
+		  AND NOT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+		                    AND backend_type = 'idempotency purge worker')})
+	  or die "the purge worker did not leave database $db";
+}
+
+sub resume_worker
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db, qq{ALTER DATABASE "$db" RESET idempotency.purge_enabled});
+}
 
 # CREATE EXTENSION idempotency in each of @$dbs of $node, and define the
 # namespaces of %$namespaces (name => TTL) in each
