@@ -913,6 +913,9 @@ IdemGenDbGet(void)
 	{
 		int			w;
 
+		if (victim_rank < 3)
+			elog(DEBUG1, "database %u takes the shared generation state of database %u, idle",
+				 MyDatabaseId, pg_atomic_read_u32(&victim->dbid));
 		/* nobody is attached to it: only the launcher reads it, locked */
 		pg_atomic_write_u32(&victim->dbid, InvalidOid);
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
