@@ -445,11 +445,13 @@ IdemStoreClose(IdemStore *store)
  * operation looks at.  A switch counts before it commits, and a claimer
  * reads the count after its insertion, so of a claimer in the old open
  * generation and one in the new, one sees the other (see genfilter.c).
+ * Without that count, the invalidations of the map stand for it
+ * (IdemGenOpensSeen).
  */
 static void
 IdemStoreCatchUp(IdemStore *store)
 {
-	uint64		opens = IdemGenOpensRead();
+	uint64		opens = IdemGenOpensSeen();
 	IdemGenMap *fresh;
 	int			i;
 	int			j;

@@ -72,6 +72,7 @@
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -127,15 +128,24 @@ static ExecutorStart_hook_type prev_executor_start = NULL;
 static Oid	idem_gen_root = InvalidOid;
 static bool idem_gen_root_known = false;
 
+/*
+ * Changes of idempotency.generations this backend has seen (invalidations
+ * of it), flagged so as never to equal a count of opens in shared memory:
+ * the count of opens of a backend without one (IdemGenOpensSeen)
+ */
+#define IDEM_GEN_OPENS_LOCAL	(UINT64CONST(1) << 62)
+static uint64 idem_genmap_changes = 0;
+
 /* Forget the map when idempotency.generations changes */
 static void
 IdemGenMapInvalidate(Oid relid)
 {
 	if (relid == InvalidOid || relid == idem_gen_root)
 		idem_gen_root_known = false;
-	if (idem_genmap == NULL)
+	if (relid != InvalidOid && relid != idem_genmap_table)
 		return;
-	if (relid == InvalidOid || relid == idem_genmap_table)
+	idem_genmap_changes++;
+	if (idem_genmap != NULL)
 	{
 		idem_genmap = NULL;
 		IdemGenCacheRetire(&idem_genmap_gen);
@@ -580,9 +590,33 @@ IdemGenLoad(MemoryContext cxt, int *count)
 }
 
 /*
- * The live generations, as last committed.  Valid until the end of the
- * transaction even if replaced meanwhile; compare versions to notice.
+ * How many generations this database has opened, as far as a claimer can
+ * tell: the count in shared memory (genfilter.c), read before the map and
+ * again after a claimer's insertion, which reads the map again if it moved
+ * (IdemStoreCatchUp).  Without it (no shared_preload_libraries, or no
+ * entry for the database), the changes of idempotency.generations this
+ * backend has seen, after taking in the invalidations sent so far: a
+ * switch's transaction sends its invalidation of the table (the
+ * generations_changed trigger) before it releases its lock on the new
+ * generation's table, which any claimer in it, or any probe of it, waits
+ * for.  So of a claimer in the old open generation whose map missed the
+ * switch and one in the new, either the latter's probe of the old
+ * generation sees the former's entry, or the former inserted its entry
+ * after that probe (under the same leaf page's lock), and finds the
+ * invalidation here afterwards.  Either way the map is read once per
+ * change of it, not per claim.
  */
+uint64
+IdemGenOpensSeen(void)
+{
+	uint64		opens = IdemGenOpensRead();
+
+	if (opens != PG_UINT64_MAX)
+		return opens;
+	AcceptInvalidationMessages();
+	return IDEM_GEN_OPENS_LOCAL | idem_genmap_changes;
+}
+
 /* Build a map in cxt: the count of opens first, then the rows */
 static IdemGenMap *
 IdemGenMapBuild(MemoryContext cxt)
@@ -597,7 +631,7 @@ IdemGenMapBuild(MemoryContext cxt)
 	 * then the map claims one open fewer, so that a claimer's check after
 	 * its insertion (IdemStoreCatchUp) reads the generations again.
 	 */
-	map->opens = IdemGenOpensRead();
+	map->opens = IdemGenOpensSeen();
 	if (IdemGenSwitchInFlight() && map->opens != PG_UINT64_MAX && map->opens > 0)
 		map->opens--;
 	map->gens = IdemGenLoad(cxt, &map->ngens);
@@ -645,9 +679,10 @@ IdemGenMapGet(void)
 }
 
 /*
- * A map read afresh now, in the current memory context, whatever the cache
- * says (a switch may have committed without our having processed its
- * invalidation yet); the cached map is dropped too.
+ * A map read afresh now, whatever the cache says (a switch may have
+ * committed without our having processed its invalidation yet); it
+ * replaces the cached map, so that the next operation uses it rather than
+ * reading the table again.  Valid until the end of the transaction.
  */
 IdemGenMap *
 IdemGenMapFresh(void)
@@ -657,7 +692,7 @@ IdemGenMapFresh(void)
 		idem_genmap = NULL;
 		IdemGenCacheRetire(&idem_genmap_gen);
 	}
-	return IdemGenMapBuild(CurrentMemoryContext);
+	return IdemGenMapGet();
 }
 
 /* The TTL class of a namespace's claims */

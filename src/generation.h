@@ -48,7 +48,7 @@ typedef struct IdemGeneration
 typedef struct IdemGenMap
 {
 	uint64		version;		/* changes whenever the map is rebuilt */
-	uint64		opens;			/* IdemGenOpensRead() before it was read */
+	uint64		opens;			/* IdemGenOpensSeen() before it was read */
 	int			ngens;
 	IdemGeneration *gens;
 } IdemGenMap;
@@ -84,6 +84,7 @@ extern int	idem_generation_max_claims;
 extern void IdemGenerationInit(void);
 extern IdemGenMap *IdemGenMapGet(void);
 extern IdemGenMap *IdemGenMapFresh(void);
+extern uint64 IdemGenOpensSeen(void);
 extern int32 IdemGenClassOf(const IdemNamespace *ns);
 extern IdemGeneration *IdemGenTarget(IdemGenMap *map, const IdemNamespace *ns);
 extern bool IdemGenSealedMayHold(IdemGeneration *gen, const IdemNamespace *ns,

@@ -53,15 +53,30 @@
  * scan once their transaction has committed; a finer filter replaces a
  * stored one (generation.c refines them after a restart).
  *
+ * Each database has an entry beside the slots: its count of generations
+ * opened (which claimers read to notice a switch their map missed), the
+ * switches in flight, and idempotency.claims's bitmap.  Entries are taken
+ * on demand, one per database a backend claims in; a backend stays
+ * attached to its database's entry until it exits, and an entry nobody is
+ * attached to may go to another database, its own getting a fresh one
+ * when it comes back (IdemGenDbGet).  There are more entries than
+ * backends, so any number of databases have one while they claim.
+ *
  * Without shared_preload_libraries there is no shared state: every
  * generation that might hold an id is probed through its index, which
- * gives the same answers, slower.
+ * gives the same answers, slower, and a claimer notices a switch its map
+ * missed through the map's invalidation (IdemGenOpensSeen).
  */
 #include "postgres.h"
 
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
+#if PG_VERSION_NUM < 150000
+#include "postmaster/autovacuum.h"
+#include "replication/walsender.h"
+#endif
+#include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
@@ -89,27 +104,44 @@ typedef struct IdemGenSlot
 	pg_atomic_uint64 nsbits[IDEM_GEN_NS_WORDS];
 } IdemGenSlot;
 
-/* The whole shared state; the arena follows, cache-line aligned */
-/* One database's shared state beside its generations' */
+/*
+ * One database's shared state beside its generations'.  Made when a
+ * backend of the database first needs it, and kept while a backend that
+ * read it is alive (attached): a claimer compares the count of opens it
+ * read with the count now, so the entry it read must be the one it reads
+ * again.  An entry no backend is attached to, and with no switch in
+ * flight, may be taken by another database (IdemGenDbGet); its database
+ * then gets a fresh one: a full root bitmap, and a count of opens that no
+ * backend has read.
+ */
 typedef struct IdemGenDb
 {
 	pg_atomic_uint32 dbid;		/* 0: free */
+	pg_atomic_uint32 attached;	/* backends that got it: see IdemGenDbGet */
+	pg_atomic_uint64 left_at;	/* db_clock when the last one detached */
 	pg_atomic_uint64 opens;		/* generations opened: see IdemGenOpensRead */
 	pg_atomic_uint32 switching; /* transactions that opened one, in flight */
 	pg_atomic_uint32 switch_wanted; /* an open one reached its size bound */
 	pg_atomic_uint64 rootbits[IDEM_GEN_NS_WORDS];	/* idempotency.claims */
 } IdemGenDb;
 
-/* Databases the shared state tracks at once */
-#define IDEM_GEN_DBS				64
+/*
+ * Database entries beyond one per backend (MaxBackends): a backend is
+ * attached to one entry at most, so there is always one to take; the
+ * spare ones keep the root bitmaps of databases idle for a while
+ */
+#define IDEM_GEN_DB_SPARE			16
 
+/* The whole shared state; the arena follows, cache-line aligned */
 typedef struct IdemGenShared
 {
 	LWLock	   *lock;			/* taken to create, load or free a slot */
 	uint64		arena_size;
 	uint32		loads;			/* filters loaded: each load's number */
-	IdemGenDb	dbs[IDEM_GEN_DBS];
+	int			ndbs;			/* entries in dbs */
+	pg_atomic_uint64 db_clock;	/* ticks at each detach: the entries' age */
 	IdemGenSlot slots[IDEM_GEN_SLOTS];
+	IdemGenDb	dbs[FLEXIBLE_ARRAY_MEMBER];
 } IdemGenShared;
 
 int			idem_filter_memory_kb = 262144;
@@ -120,6 +152,8 @@ bool		idem_debug_legacy_filters = false;
 PG_FUNCTION_INFO_V1(idem_generation_filter);
 
 static IdemGenShared *idem_gen_shared = NULL;
+static int	idem_gen_ndbs = 0;		/* of the shared state, once sized */
+static IdemGenDb *idem_gen_mine = NULL; /* this database's, attached */
 static IdemGenDb *idem_gen_switching_db = NULL;	/* counted as switching there */
 static char *idem_gen_arena = NULL;
 
@@ -164,11 +198,40 @@ IdemGenFilterDefineGucs(void)
 							 NULL, NULL, NULL);
 }
 
+/*
+ * Database entries of the shared state: one per backend that may claim,
+ * and spares.  Computed once, so that the size the postmaster asked for
+ * is the one it creates.
+ */
+static int
+IdemGenDbCount(void)
+{
+	if (idem_gen_ndbs == 0)
+	{
+#if PG_VERSION_NUM >= 150000
+		int			backends = MaxBackends;	/* set before shmem_request_hook */
+#else
+		int			backends = MaxConnections + autovacuum_max_workers + 1 +
+			max_worker_processes + max_wal_senders;
+#endif
+		idem_gen_ndbs = Max(backends, 1) + IDEM_GEN_DB_SPARE;
+	}
+	return idem_gen_ndbs;
+}
+
+/* Bytes of the shared state before the arena */
+static Size
+IdemGenSharedSize(void)
+{
+	return MAXALIGN(add_size(offsetof(IdemGenShared, dbs),
+							 mul_size(IdemGenDbCount(), sizeof(IdemGenDb))));
+}
+
 /* Bytes of shared memory */
 Size
 IdemGenFilterShmemSize(void)
 {
-	Size		size = MAXALIGN(sizeof(IdemGenShared));
+	Size		size = IdemGenSharedSize();
 
 	size = add_size(size, PG_CACHE_LINE_SIZE);
 	return add_size(size, mul_size((Size) idem_filter_memory_kb, 1024));
@@ -184,17 +247,21 @@ IdemGenFilterShmemInit(void)
 	idem_gen_shared = ShmemInitStruct("idempotency generations",
 									  IdemGenFilterShmemSize(), &found);
 	idem_gen_arena = (char *) TYPEALIGN(PG_CACHE_LINE_SIZE,
-										(char *) idem_gen_shared + MAXALIGN(sizeof(IdemGenShared)));
+										(char *) idem_gen_shared + IdemGenSharedSize());
 	if (found)
 		return;
 	idem_gen_shared->lock = idem_shared->lock;
 	idem_gen_shared->arena_size = (uint64) idem_filter_memory_kb * 1024;
 	idem_gen_shared->loads = 0;
-	for (i = 0; i < IDEM_GEN_DBS; i++)
+	idem_gen_shared->ndbs = IdemGenDbCount();
+	pg_atomic_init_u64(&idem_gen_shared->db_clock, 0);
+	for (i = 0; i < idem_gen_shared->ndbs; i++)
 	{
 		int			w;
 
 		pg_atomic_init_u32(&idem_gen_shared->dbs[i].dbid, 0);
+		pg_atomic_init_u32(&idem_gen_shared->dbs[i].attached, 0);
+		pg_atomic_init_u64(&idem_gen_shared->dbs[i].left_at, 0);
 		pg_atomic_init_u64(&idem_gen_shared->dbs[i].opens, 0);
 		pg_atomic_init_u32(&idem_gen_shared->dbs[i].switching, 0);
 		pg_atomic_init_u32(&idem_gen_shared->dbs[i].switch_wanted, 0);
@@ -776,47 +843,100 @@ IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
 	return maybe ? 1 : 0;
 }
 
+/* The backend exits: it no longer holds what it read of its entry */
+static void
+IdemGenDbDetach(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
+{
+	IdemGenDb  *db = idem_gen_mine;
+
+	if (db == NULL)
+		return;
+	idem_gen_mine = NULL;
+	pg_atomic_write_u64(&db->left_at,
+						pg_atomic_fetch_add_u64(&idem_gen_shared->db_clock, 1) + 1);
+	pg_write_barrier();
+	(void) pg_atomic_fetch_sub_u32(&db->attached, 1);
+}
+
 /*
- * This database's shared state, made on first use (its root bitmap full);
- * NULL without shared memory or with every entry taken
+ * This database's shared state, got once per backend, which stays attached
+ * to it until it exits (see IdemGenDb); NULL without shared memory or
+ * outside a database.  A database without an entry takes a free one, or
+ * else the one detached longest ago among those no backend is attached
+ * to, no switch is in flight in, and preferably no switch is wanted in
+ * (the launcher would not run the round asked for: the next purge round
+ * switches instead).  Made with its root bitmap full and its count of
+ * opens at 0: nobody attached has read the old one.  There are more
+ * entries than backends (IdemGenDbCount), so one can always be taken;
+ * were none, the caller goes without, as without shared memory.
  */
 static IdemGenDb *
 IdemGenDbGet(void)
 {
-	static IdemGenDb *mine = NULL;
+	static bool exit_hook = false;
+	IdemGenDb  *found = NULL;
+	IdemGenDb  *victim = NULL;
+	int			victim_rank = 0;
 	int			i;
-	IdemGenDb  *free_db = NULL;
 
-	if (mine != NULL || idem_gen_shared == NULL)
-		return mine;
-	for (i = 0; i < IDEM_GEN_DBS; i++)
-		if (pg_atomic_read_u32(&idem_gen_shared->dbs[i].dbid) == MyDatabaseId)
-			return mine = &idem_gen_shared->dbs[i];
+	if (idem_gen_mine != NULL || idem_gen_shared == NULL || !OidIsValid(MyDatabaseId))
+		return idem_gen_mine;
 	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < IDEM_GEN_DBS && mine == NULL; i++)
+	for (i = 0; i < idem_gen_shared->ndbs && found == NULL; i++)
 	{
-		uint32		id = pg_atomic_read_u32(&idem_gen_shared->dbs[i].dbid);
+		IdemGenDb  *db = &idem_gen_shared->dbs[i];
+		Oid			id = pg_atomic_read_u32(&db->dbid);
+		int			rank;
 
 		if (id == MyDatabaseId)
-			mine = &idem_gen_shared->dbs[i];
-		else if (id == 0 && free_db == NULL)
-			free_db = &idem_gen_shared->dbs[i];
+		{
+			found = db;
+			break;
+		}
+		/* 3: free; 2: idle; 1: idle but a switch wanted; 0: in use */
+		if (id == InvalidOid)
+			rank = 3;
+		else if (pg_atomic_read_u32(&db->attached) != 0 ||
+				 pg_atomic_read_u32(&db->switching) != 0)
+			rank = 0;
+		else
+			rank = pg_atomic_read_u32(&db->switch_wanted) != 0 ? 1 : 2;
+		if (rank > victim_rank ||
+			(rank == victim_rank && rank > 0 && rank < 3 &&
+			 pg_atomic_read_u64(&db->left_at) < pg_atomic_read_u64(&victim->left_at)))
+		{
+			victim = db;
+			victim_rank = rank;
+		}
 	}
-	if (mine == NULL && free_db != NULL)
+	if (found == NULL && victim != NULL)
 	{
 		int			w;
 
+		if (victim_rank < 3)
+			elog(DEBUG1, "database %u takes the shared generation state of database %u, idle",
+				 MyDatabaseId, pg_atomic_read_u32(&victim->dbid));
+		/* nobody is attached to it: only the launcher reads it, locked */
+		pg_atomic_write_u32(&victim->dbid, InvalidOid);
 		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
-			pg_atomic_write_u64(&free_db->rootbits[w], PG_UINT64_MAX);
-		pg_atomic_write_u64(&free_db->opens, 0);
-		pg_atomic_write_u32(&free_db->switching, 0);
-		pg_atomic_write_u32(&free_db->switch_wanted, 0);
+			pg_atomic_write_u64(&victim->rootbits[w], PG_UINT64_MAX);
+		pg_atomic_write_u64(&victim->opens, 0);
+		pg_atomic_write_u32(&victim->switching, 0);
+		pg_atomic_write_u32(&victim->switch_wanted, 0);
+		pg_atomic_write_u64(&victim->left_at, 0);
 		pg_write_barrier();
-		pg_atomic_write_u32(&free_db->dbid, MyDatabaseId);
-		mine = free_db;
+		pg_atomic_write_u32(&victim->dbid, MyDatabaseId);
+		found = victim;
 	}
+	if (found != NULL)
+		(void) pg_atomic_fetch_add_u32(&found->attached, 1);
 	LWLockRelease(idem_gen_shared->lock);
-	return mine;
+	if (found != NULL && !exit_hook)
+	{
+		before_shmem_exit(IdemGenDbDetach, (Datum) 0);
+		exit_hook = true;
+	}
+	return idem_gen_mine = found;
 }
 
 /*
@@ -1012,21 +1132,23 @@ IdemGenWantSwitch(void)
 Oid
 IdemGenNextSwitchWanted(int *cursor)
 {
+	Oid			wanted = InvalidOid;
+
 	if (idem_gen_shared == NULL)
 		return InvalidOid;
-	for (; *cursor < IDEM_GEN_DBS; (*cursor)++)
+	/* an entry is given to another database under the lock only */
+	LWLockAcquire(idem_gen_shared->lock, LW_SHARED);
+	for (; *cursor < idem_gen_shared->ndbs && wanted == InvalidOid; (*cursor)++)
 	{
 		IdemGenDb  *db = &idem_gen_shared->dbs[*cursor];
 		Oid			dbid = pg_atomic_read_u32(&db->dbid);
 
 		if (dbid != InvalidOid && pg_atomic_read_u32(&db->switch_wanted) != 0 &&
 			pg_atomic_exchange_u32(&db->switch_wanted, 0) != 0)
-		{
-			(*cursor)++;
-			return dbid;
-		}
+			wanted = dbid;
 	}
-	return InvalidOid;
+	LWLockRelease(idem_gen_shared->lock);
+	return wanted;
 }
 
 /* Announce a claim of nsid about to be inserted into idempotency.claims */
