@@ -269,12 +269,12 @@ is($node->safe_psql('restored', 'SELECT count(*) FROM idem_claims'),
 	$node->safe_psql('postgres', 'SELECT count(*) FROM idem_claims'),
 	'every claim of every generation is restored');
 # both workers are live: an empty generation may be dropped, and an open
-# one switched, on either side; a sealed generation holding live claims is
-# final on both
-my $sealed_sql = q{SELECT string_agg(id::text, ',' ORDER BY id) FROM idem_generations
-					WHERE state = 'sealed' AND claims > 0};
-is($node->safe_psql('restored', $sealed_sql), $node->safe_psql('postgres', $sealed_sql),
-	'the sealed generations are restored as sealed');
+# one switched and sealed, on either side; a sealed generation holding live
+# claims is final, so each of the source's is sealed in the restored store
+my $sealed_sql = q{SELECT id FROM idem_generations WHERE state = 'sealed' AND claims > 0 ORDER BY id};
+my %restored_sealed = map { $_ => 1 } split /\n/, $node->safe_psql('restored', $sealed_sql);
+my @not_sealed = grep { !$restored_sealed{$_} } split /\n/, $node->safe_psql('postgres', $sealed_sql);
+is("@not_sealed", '', 'the sealed generations are restored as sealed');
 is($node->safe_psql('restored', "SELECT redeliver_all($IDS)"), '0',
 	'the restored store refuses every redelivery');
 ledger_ok($node, 'restored', 'after the restore');
