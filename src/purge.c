@@ -994,7 +994,9 @@ IdemPurgeDatabaseRound(bool generations_only)
  * do: "purge <table>", ...): roll the subtransaction back, restore cxt and
  * owner, and warn; returns the error message, allocated in cxt.  A cancel,
  * a statement timeout or a termination is meant for the whole statement,
- * not for one step: it is thrown again.
+ * not for one step: it is thrown again.  what must not live in
+ * ErrorContext (current in a PG_CATCH): FlushErrorState frees it before
+ * the warning prints it.
  */
 static char *
 IdemPurgeSubxactFailed(const char *what, MemoryContext cxt, ResourceOwner owner)
@@ -1015,10 +1017,15 @@ IdemPurgeSubxactFailed(const char *what, MemoryContext cxt, ResourceOwner owner)
 	return edata->message;
 }
 
-/* IdemPurgeSubxactFailed for one table's purge */
+/*
+ * IdemPurgeSubxactFailed for one table's purge.  The message is built in
+ * cxt: in the PG_CATCH, CurrentMemoryContext is ErrorContext, which
+ * FlushErrorState resets before the warning is printed.
+ */
 static char *
 IdemPurgeTableFailed(IdemPurgeTarget *target, MemoryContext cxt, ResourceOwner owner)
 {
+	MemoryContextSwitchTo(cxt);
 	return IdemPurgeSubxactFailed(psprintf("purge %s", target->label), cxt, owner);
 }
 
