@@ -207,6 +207,14 @@ SELECT idem_machine_bind('wrong_version', 'status', 'payment', 'version');
 CREATE VIEW orders_view AS SELECT * FROM orders;
 SELECT idem_machine_bind('orders_view', 'status', 'payment');
 \echo :LAST_ERROR_SQLSTATE
+-- the extension's own tables cannot be bound, not even by a superuser:
+-- the claims (every claim would fail on the guard trigger) and catalogs
+SELECT idem_machine_bind('idempotency.claims', 'key', 'payment');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_machine_bind('idempotency.machine_bindings', 'status_column', 'payment');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS no_trigger_on_claims FROM pg_trigger WHERE tgrelid = 'idempotency.claims'::regclass AND tgname LIKE 'idem_state_guard%';
+SELECT idem_claim('bind-refused', 'cas_bind') AS claims_still_work;
 SELECT idem_machine_bind(NULL, 'status', 'payment');
 SELECT idem_machine_bind('unbound', NULL, 'payment');
 SELECT idem_cas_row('orders'::regclass, NULL::bigint, 'PAID');

@@ -166,6 +166,13 @@ SELECT gen_claim_refused('ddl-5', :'gen_name');   -- error: the generation's key
 ALTER TABLE :gen ADD CONSTRAINT :"gen_pkey" PRIMARY KEY (key, ns);
 SELECT idem_claim('ddl-5', 'gen_week') AS after_pkey_again, idem_claim('ddl-4', 'gen_week') AS dup_after_pkey_again;
 DROP FUNCTION gen_claim_refused(text, text);
+-- nor can a generation be bound to a state machine (the message names it)
+SELECT idem_machine_define('gen_machine', '{"A": []}');
+\set VERBOSITY sqlstate
+SELECT idem_machine_bind(:'gen', 'ns', 'gen_machine');
+\set VERBOSITY default
+SELECT :'LAST_ERROR_MESSAGE' = format('cannot bind %s to a state machine', :'gen') AS names_the_generation;
+SELECT idem_machine_drop('gen_machine');
 -- row-level security on idempotency.claims is refused for claims in
 -- generations too, for the roles it applies to
 CREATE ROLE gen_tenant;
