@@ -128,6 +128,19 @@ UPDATE orders SET note = 'frozen' WHERE id = 6;
 SELECT idem_cas_row('orders'::regclass, 6::bigint, 'SHIPPED') AS skipped;
 SELECT status FROM orders WHERE id = 6;
 DROP TRIGGER orders_freeze ON orders;
+-- so does one that writes the old status back: the row stays where it was
+CREATE FUNCTION orders_keep_status() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.status := OLD.status;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER orders_keep_status BEFORE UPDATE ON orders FOR EACH ROW
+    WHEN (OLD.note = 'frozen') EXECUTE FUNCTION orders_keep_status();
+SELECT status AS status_before FROM orders WHERE id = 6;
+SELECT idem_cas_row('orders'::regclass, 6::bigint, 'SHIPPED') AS kept_back;
+SELECT status AS status_after FROM orders WHERE id = 6;
+DROP TRIGGER orders_keep_status ON orders;
+DROP FUNCTION orders_keep_status();
 -- per-column triggers see the CAS as an UPDATE of the status and version
 CREATE TABLE orders_col_audit (trigger_name text, id bigint);
 CREATE FUNCTION orders_col_audit() RETURNS trigger LANGUAGE plpgsql AS $$
