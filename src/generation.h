@@ -91,6 +91,7 @@ extern bool IdemGenSealedExpired(IdemGeneration *gen, const IdemNamespace *ns,
 extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
 extern void IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done);
+extern const char *IdemGenMaintainStep(void);
 extern bool IdemGenRefineWanted(void);
 extern bool IdemGenRefineFilter(void);
 

@@ -792,9 +792,28 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 	PG_CATCH();
 	{
 		ErrorData  *edata = IdemPurgeXactFailed(cxt);
+		const char *step = IdemGenMaintainStep();
 
-		ereport(LOG,
-				(errmsg("idempotency could not maintain the claim generations: %s", edata->message)));
+		/*
+		 * Harmless, and the line says so: the pass rolled back whole (the
+		 * generation id a switch drew from the sequence is spent, ids need
+		 * not be dense), and the next round tries again.  A lock timeout
+		 * says which wait: a REINDEX CONCURRENTLY or an ALTER TABLE of
+		 * idempotency.claims holds off the switch's new table, say.
+		 */
+		if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			ereport(LOG,
+					(errmsg("idempotency could not maintain the claim generations: %s", edata->message),
+					 errdetail("The pass waited longer than lock_timeout (%s) for a lock another session holds, while %s. It was rolled back; the next round tries again.",
+							   GetConfigOptionByName("lock_timeout", NULL, false),
+							   step ? step : "maintaining the generations"),
+					 edata->context ? errcontext("%s", edata->context) : 0));
+		else
+			ereport(LOG,
+					(errmsg("idempotency could not maintain the claim generations: %s", edata->message),
+					 errdetail("The pass was rolled back; the next round tries again."),
+					 edata->context ? errcontext("%s", edata->context) : 0));
+		FreeErrorData(edata);
 		(*errors)++;
 		memset(&done, 0, sizeof(done));
 	}
