@@ -155,6 +155,17 @@ CREATE FUNCTION idempotency.idem_claims_policies(rel regclass)
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
+    -- only the claims table or one of its generations (a table inheriting
+    -- from it): any other relation, or none, is refused before any DDL
+    IF rel IS NULL OR NOT (rel OPERATOR(pg_catalog.=) 'idempotency.claims'::pg_catalog.regclass
+                           OR EXISTS (SELECT FROM pg_catalog.pg_inherits i
+                                       WHERE i.inhrelid OPERATOR(pg_catalog.=) rel
+                                         AND i.inhparent OPERATOR(pg_catalog.=) 'idempotency.claims'::pg_catalog.regclass)) THEN
+        RAISE EXCEPTION 'relation % is neither idempotency.claims nor one of its generations',
+                        coalesce(NULLIF(rel::pg_catalog.text, '-'), rel::pg_catalog.oid::pg_catalog.text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'The namespace policies go on idempotency.claims and the tables inheriting from it.';
+    END IF;
     EXECUTE format('CREATE POLICY claims_namespace_check ON %s FOR SELECT'
                    ' USING (idempotency.idem_namespace_allows(ns, %L))', rel, 'check');
     EXECUTE format('CREATE POLICY claims_namespace_claim ON %s FOR INSERT'

@@ -128,6 +128,19 @@ UPDATE orders SET note = 'frozen' WHERE id = 6;
 SELECT idem_cas_row('orders'::regclass, 6::bigint, 'SHIPPED') AS skipped;
 SELECT status FROM orders WHERE id = 6;
 DROP TRIGGER orders_freeze ON orders;
+-- so does one that writes the old status back: the row stays where it was
+CREATE FUNCTION orders_keep_status() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.status := OLD.status;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER orders_keep_status BEFORE UPDATE ON orders FOR EACH ROW
+    WHEN (OLD.note = 'frozen') EXECUTE FUNCTION orders_keep_status();
+SELECT status AS status_before FROM orders WHERE id = 6;
+SELECT idem_cas_row('orders'::regclass, 6::bigint, 'SHIPPED') AS kept_back;
+SELECT status AS status_after FROM orders WHERE id = 6;
+DROP TRIGGER orders_keep_status ON orders;
+DROP FUNCTION orders_keep_status();
 -- per-column triggers see the CAS as an UPDATE of the status and version
 CREATE TABLE orders_col_audit (trigger_name text, id bigint);
 CREATE FUNCTION orders_col_audit() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -207,6 +220,14 @@ SELECT idem_machine_bind('wrong_version', 'status', 'payment', 'version');
 CREATE VIEW orders_view AS SELECT * FROM orders;
 SELECT idem_machine_bind('orders_view', 'status', 'payment');
 \echo :LAST_ERROR_SQLSTATE
+-- the extension's own tables cannot be bound, not even by a superuser:
+-- the claims (every claim would fail on the guard trigger) and catalogs
+SELECT idem_machine_bind('idempotency.claims', 'key', 'payment');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idem_machine_bind('idempotency.machine_bindings', 'status_column', 'payment');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS no_trigger_on_claims FROM pg_trigger WHERE tgrelid = 'idempotency.claims'::regclass AND tgname LIKE 'idem_state_guard%';
+SELECT idem_claim('bind-refused', 'cas_bind') AS claims_still_work;
 SELECT idem_machine_bind(NULL, 'status', 'payment');
 SELECT idem_machine_bind('unbound', NULL, 'payment');
 SELECT idem_cas_row('orders'::regclass, NULL::bigint, 'PAID');

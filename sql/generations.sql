@@ -134,6 +134,45 @@ SELECT idem_claim('ddl-1', 'gen_week') AS after_drop_column;
 SELECT idem_generation_switch('gen_week') AS opened;
 SELECT idem_claim('ddl-1', 'gen_week') AS dup_across_layouts, idem_claim('ddl-2', 'gen_week') AS new_in_new_layout;
 SELECT count(*) AS ddl_claims FROM idem_claims WHERE namespace = 'gen_week' AND event_id LIKE 'ddl-%';
+-- DDL on a generation itself is refused naming that generation, and the
+-- fix the hint gives works: an added column, a trigger, a dropped primary key
+-- (the generation's id shown as N, so that the output does not depend on it)
+SELECT format('idempotency.%I', 'claims_g' || id) AS gen, 'claims_g' || id || '_pkey' AS gen_pkey,
+       'claims_g' || id AS gen_name
+  FROM idem_generations WHERE ttl_class = 19 AND state = 'open' \gset
+CREATE FUNCTION gen_claim_refused(event_id text, gen text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE m text; h text;
+BEGIN
+    PERFORM idem_claim(event_id, 'gen_week');
+    RAISE WARNING 'claimed';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS m = MESSAGE_TEXT, h = PG_EXCEPTION_HINT;
+    RAISE WARNING '%: %', SQLSTATE, replace(m, gen, 'claims_gN')
+        USING HINT = replace(h, gen, 'claims_gN');
+END $$;
+ALTER TABLE :gen ADD COLUMN extra text;
+SELECT gen_claim_refused('ddl-3', :'gen_name');   -- error: the generation's column
+ALTER TABLE :gen DROP COLUMN extra;
+SELECT idem_claim('ddl-3', 'gen_week') AS after_drop_gen_column;
+CREATE FUNCTION gen_trg() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RETURN NEW; END $$;
+CREATE TRIGGER gen_t BEFORE INSERT ON :gen FOR EACH ROW EXECUTE FUNCTION gen_trg();
+SELECT gen_claim_refused('ddl-4', :'gen_name');   -- error: the generation's trigger
+DROP TRIGGER gen_t ON :gen;
+SELECT idem_claim('ddl-4', 'gen_week') AS after_drop_gen_trigger;
+DROP FUNCTION gen_trg();
+ALTER TABLE :gen DROP CONSTRAINT :"gen_pkey";
+SELECT gen_claim_refused('ddl-5', :'gen_name');   -- error: the generation's key is gone
+ALTER TABLE :gen ADD CONSTRAINT :"gen_pkey" PRIMARY KEY (key, ns);
+SELECT idem_claim('ddl-5', 'gen_week') AS after_pkey_again, idem_claim('ddl-4', 'gen_week') AS dup_after_pkey_again;
+DROP FUNCTION gen_claim_refused(text, text);
+-- nor can a generation be bound to a state machine (the message names it)
+SELECT idem_machine_define('gen_machine', '{"A": []}');
+\set VERBOSITY sqlstate
+SELECT idem_machine_bind(:'gen', 'ns', 'gen_machine');
+\set VERBOSITY default
+SELECT :'LAST_ERROR_MESSAGE' = format('cannot bind %s to a state machine', :'gen') AS names_the_generation;
+SELECT idem_machine_drop('gen_machine');
 -- row-level security on idempotency.claims is refused for claims in
 -- generations too, for the roles it applies to
 CREATE ROLE gen_tenant;

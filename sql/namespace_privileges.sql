@@ -312,6 +312,27 @@ SELECT idem_generation_switch('nsp_pay') AS opened;
 PREPARE TRANSACTION 'nsp_switch';
 \echo :LAST_ERROR_SQLSTATE
 
+-- idem_claims_policies takes the claims or a generation, and refuses
+-- anything else before any DDL
+SELECT idempotency.idem_claims_policies(0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idempotency.idem_claims_policies(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT idempotency.idem_claims_policies('nsp_inbox');
+\echo :LAST_ERROR_SQLSTATE
+SELECT idempotency.idem_claims_policies('idempotency.namespaces');
+\echo :LAST_ERROR_SQLSTATE
+-- a table of the claims' shape is not one of them either
+CREATE TABLE nsp_lookalike (LIKE idempotency.claims);
+SELECT idempotency.idem_claims_policies('nsp_lookalike');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS no_policies_made FROM pg_policy
+ WHERE polrelid IN ('nsp_inbox'::regclass, 'idempotency.namespaces'::regclass, 'nsp_lookalike'::regclass);
+SELECT relrowsecurity AS lookalike_rls FROM pg_class WHERE oid = 'nsp_lookalike'::regclass;
+DROP TABLE nsp_lookalike;
+-- on the claims themselves it gets as far as the policies already there
+SELECT idempotency.idem_claims_policies('idempotency.claims');
+\echo :LAST_ERROR_SQLSTATE
 DROP TABLE nsp_inbox;
 DROP FUNCTION nsp_claim_as_alice(text);
 SELECT idem_namespace_revoke(g.namespace, g.grantee, g.privilege)

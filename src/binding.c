@@ -22,12 +22,14 @@
 #include "catalog/pg_am_d.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
 #include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaddress.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type_d.h"
 #include "commands/defrem.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -290,6 +292,31 @@ IdemBindOpen(Oid relid)
 							  "Only plain tables can be bound to a state machine.");
 }
 
+/*
+ * Refuse to bind one of the extension's own tables: one in the idempotency
+ * schema (the claims, their generations, the catalogs) or a member of the
+ * extension.  Claims are written without the executor, so the guard
+ * trigger would only make every claim fail; the catalogs are written by
+ * the functions alone.  Not a matter of privilege, since a superuser owns
+ * them: FEATURE_NOT_SUPPORTED.  Unbinding stays allowed, so that a binding
+ * made before this check can still be removed.
+ */
+static void
+IdemBindRefuseOwn(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	Oid			ext = get_extension_oid("idempotency", true);
+
+	if (RelationGetNamespace(rel) == IdemGetCatalog().schema ||
+		(OidIsValid(ext) && getExtensionOfObject(RelationRelationId, relid) == ext))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot bind %s to a state machine",
+						quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+												   RelationGetRelationName(rel))),
+				 errdetail("It is one of the idempotency extension's own tables, which the extension's functions write directly, bypassing the guard trigger a binding installs.")));
+}
+
 /* Run the trigger DDL of a binding as the calling user */
 static void
 IdemBindTriggers(Relation rel, const char *status_column, bool install,
@@ -364,6 +391,7 @@ idem_machine_bind(PG_FUNCTION_ARGS)
 
 	PreventCommandIfReadOnly("idem_machine_bind()");
 	rel = IdemBindOpen(relid);
+	IdemBindRefuseOwn(rel);
 
 	attno = get_attnum(relid, NameStr(*status_column));
 	if (attno == InvalidAttrNumber || attno < 0)

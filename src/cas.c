@@ -16,7 +16,9 @@
  *
  * Outcomes: 'applied' (moved, version + 1), 'already' (at target: nothing
  * written), 'rejected' (no edge: nothing written), 'stale' (the version
- * differs from expected_version), 'missing' (no row).
+ * differs from expected_version), 'missing' (no row).  A BEFORE trigger
+ * that skips the update, or writes a status other than the target, makes
+ * it 'rejected' too: the row is not at the target.
  *
  * Concurrent CASes serialize on the row lock: the second waits for the
  * first, then decides against the row it left.  In READ COMMITTED the
@@ -372,16 +374,20 @@ IdemCasSerializationFailure(IdemRowSeek *seek pg_attribute_unused())
 /*
  * Write the new status (and version) into the locked row in oldslot,
  * through the executor's simple update path, as an UPDATE of exactly those
- * columns.  Returns false if a BEFORE trigger cancelled the update.
+ * columns.  Returns false if the status the update wrote is not the target
+ * (state to of machine m, status as a datum): a BEFORE trigger cancelled the
+ * update, or set NEW.status to another state (the old one, say), so the
+ * row did not move to the target, whatever else the trigger let through.
  */
 static bool
-IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
-			  Datum status, bool bump, int64 version)
+IdemCasUpdate(Relation rel, IdemBinding *b, IdemMachine *m, TupleTableSlot *oldslot,
+			  Datum status, int to, bool bump, int64 version)
 {
 	int			natts = RelationGetDescr(rel)->natts;
 	Datum	   *values = palloc(natts * sizeof(Datum));
 	bool	   *nulls = palloc(natts * sizeof(bool));
 	Bitmapset  *updated_cols;
+	IdemRowWritten written;
 
 	/* the columns an UPDATE would name: per-column triggers, index hints */
 	updated_cols = bms_make_singleton(b->status_attno - FirstLowInvalidHeapAttributeNumber);
@@ -399,7 +405,18 @@ IdemCasUpdate(Relation rel, IdemBinding *b, TupleTableSlot *oldslot,
 		values[b->version_attno - 1] = IdemCasVersionDatum(b, version + 1);
 		nulls[b->version_attno - 1] = false;
 	}
-	return IdemRowWriteUpdate(rel, updated_cols, oldslot, values, nulls);
+	written.attno = b->status_attno;
+	if (!IdemRowWriteUpdate(rel, updated_cols, oldslot, values, nulls, &written))
+		return false;
+	if (written.isnull)
+		return false;
+	else
+	{
+		/* the state the row is in now, read as the decision reads it */
+		char	   *name = IdemBindingStatusText(b, written.value);
+
+		return IdemMachineState(m, name, strlen(name)) == to;
+	}
 }
 
 /*
@@ -474,9 +491,9 @@ idem_cas_row(PG_FUNCTION_ARGS)
 			break;
 		case IDEM_ROW_LOCKED:
 			/* a legal move, on the version locked: write it */
-			if (!IdemCasUpdate(rel, b, cs.seek.lockslot, target_datum,
+			if (!IdemCasUpdate(rel, b, cs.m, cs.seek.lockslot, target_datum, cs.to,
 							   b->version_attno != InvalidAttrNumber, cs.version))
-				cs.outcome = IDEM_CAS_REJECTED; /* a BEFORE trigger skipped it */
+				cs.outcome = IDEM_CAS_REJECTED; /* a BEFORE trigger kept it off */
 			break;
 		default:
 			break;				/* kept: the outcome decided */

@@ -166,6 +166,18 @@ IdemRefusalRaise(const IdemRefusal *r)
 			 r->hint ? errhint("%s", r->hint) : 0));
 }
 
+/*
+ * The name a refusal gives the table heap: idempotency.claims or one of its
+ * generations, schema-qualified, so that the fix it hints at is run on the
+ * table that was changed
+ */
+static char *
+IdemClaimRelName(Relation heap)
+{
+	return quote_qualified_identifier(get_namespace_name(RelationGetNamespace(heap)),
+									  RelationGetRelationName(heap));
+}
+
 /* The columns the extension created, with their types */
 static const struct
 {
@@ -181,9 +193,14 @@ static const struct
 
 #define IDEM_CLAIM_NCOLUMNS lengthof(idem_claim_columns)
 
-/* Find the columns by name; refuse missing, retyped or extra ones */
+/*
+ * Find the columns by name; refuse missing, retyped or extra ones.  An extra
+ * column of a generation is dropped where it was added: on the generation
+ * (the refusal names it), on idempotency.claims if inherited from it, or on
+ * both if it was added to each.
+ */
 static void
-IdemClaimRelColumns(IdemClaimRel *cr, Relation heap)
+IdemClaimRelColumns(IdemClaimRel *cr, Relation heap, const char *rel)
 {
 	TupleDesc	desc = RelationGetDescr(heap);
 	AttrNumber	found[IDEM_CLAIM_NCOLUMNS] = {0};
@@ -203,11 +220,23 @@ IdemClaimRelColumns(IdemClaimRel *cr, Relation heap)
 				break;
 		if (c == (int) IDEM_CLAIM_NCOLUMNS)
 		{
+			const char *parent = IDEM_SCHEMA_NAME ".claims";
+			const char *col = quote_identifier(name);
+			char	   *hint;
+
+			if (att->attinhcount == 0)
+				hint = psprintf("Drop it with ALTER TABLE %s DROP COLUMN %s.", rel, col);
+			else if (!att->attislocal)
+				hint = psprintf("Drop it with ALTER TABLE %s DROP COLUMN %s.", parent, col);
+			else
+				hint = psprintf("Drop it with ALTER TABLE %s DROP COLUMN %s, then ALTER TABLE %s DROP COLUMN %s.",
+								parent, col, rel, col);
 			IdemRefusalSet(&cr->refuse_claims, ERRCODE_FEATURE_NOT_SUPPORTED,
-						   psprintf("cannot claim: idempotency.claims has an unexpected column \"%s\"", name),
+						   psprintf("cannot claim: %s has an unexpected column \"%s\"",
+									att->attinhcount > 0 && !att->attislocal ? parent : rel,
+									name),
 						   pstrdup("Claims are written directly, without the executor, so a column the extension did not create would get no value."),
-						   psprintf("Drop it with ALTER TABLE idempotency.claims DROP COLUMN %s.",
-									quote_identifier(name)));
+						   hint);
 			continue;
 		}
 		if (att->atttypid != idem_claim_columns[c].type)
@@ -236,9 +265,9 @@ IdemClaimRelColumns(IdemClaimRel *cr, Relation heap)
 		cr->constraints = true;
 }
 
-/* Refuse writes if a trigger or a rule would fire for them */
+/* Refuse writes if a trigger or a rule of heap would fire for them */
 static void
-IdemClaimRelTriggers(IdemClaimRel *cr, Relation heap)
+IdemClaimRelTriggers(IdemClaimRel *cr, Relation heap, const char *rel)
 {
 	TriggerDesc *td = heap->trigdesc;
 	int			i;
@@ -253,16 +282,17 @@ IdemClaimRelTriggers(IdemClaimRel *cr, Relation heap)
 			!TRIGGER_FOR_DELETE(t->tgtype))
 			continue;
 		IdemRefusalSet(&cr->refuse_writes, ERRCODE_FEATURE_NOT_SUPPORTED,
-					   psprintf("idempotency.claims has trigger \"%s\"", t->tgname),
+					   psprintf("%s has trigger \"%s\"", rel, t->tgname),
 					   pstrdup("Claims are written directly, without the executor, so a trigger on the claims would never fire."),
-					   psprintf("Drop it with DROP TRIGGER %s ON idempotency.claims, or disable it with ALTER TABLE idempotency.claims DISABLE TRIGGER %s.",
-								quote_identifier(t->tgname), quote_identifier(t->tgname)));
+					   psprintf("Drop it with DROP TRIGGER %s ON %s, or disable it with ALTER TABLE %s DISABLE TRIGGER %s.",
+								quote_identifier(t->tgname), rel, rel,
+								quote_identifier(t->tgname)));
 	}
 	if (heap->rd_rules != NULL)
 		IdemRefusalSet(&cr->refuse_writes, ERRCODE_FEATURE_NOT_SUPPORTED,
-					   pstrdup("idempotency.claims has rewrite rules"),
+					   psprintf("%s has rewrite rules", rel),
 					   pstrdup("Claims are written directly, without the rewriter, so a rule on the claims would never apply."),
-					   pstrdup("Drop the rules on idempotency.claims."));
+					   psprintf("Drop the rules on %s.", rel));
 }
 
 /*
@@ -296,13 +326,19 @@ IdemIndexOnClaimKey(IdemClaimRel *cr, Relation index, IndexInfo *info,
 	return form->indkey.values[0] != form->indkey.values[1];
 }
 
-/* Read the indexes: which to maintain, which to probe, which to refuse */
+/*
+ * Read the indexes of heap: which to maintain, which to probe, which to
+ * refuse.  Without a valid unique index on (key, ns), the hint rebuilds the
+ * one there is, or adds the primary key the table was created with (a
+ * generation's is named after it, as generation.c names it).
+ */
 static void
-IdemClaimRelIndexes(IdemClaimRel *cr, Relation heap)
+IdemClaimRelIndexes(IdemClaimRel *cr, Relation heap, const char *rel)
 {
 	List	   *oids = RelationGetIndexList(heap);
 	ListCell   *lc;
 	int			i = 0;
+	bool		unusable = false;	/* a unique index on (key, ns), not valid */
 
 	cr->nindexes = list_length(oids);
 	cr->index_oids = palloc0(sizeof(Oid) * Max(cr->nindexes, 1));
@@ -323,20 +359,21 @@ IdemClaimRelIndexes(IdemClaimRel *cr, Relation heap)
 		cr->rri->ri_IndexRelationInfo[i] = info;
 		if (info->ii_ExclusionOps != NULL)
 			IdemRefusalSet(&cr->refuse_claims, ERRCODE_FEATURE_NOT_SUPPORTED,
-						   psprintf("cannot claim: idempotency.claims has exclusion constraint index \"%s\"", name),
+						   psprintf("cannot claim: %s has exclusion constraint index \"%s\"", rel, name),
 						   pstrdup("A conflict on it would make a new event look like a duplicate."),
 						   pstrdup("Drop the constraint."));
 		else if (info->ii_Unique)
 		{
 			if (!IdemIndexOnClaimKey(cr, index, info, &keycol))
 				IdemRefusalSet(&cr->refuse_claims, ERRCODE_FEATURE_NOT_SUPPORTED,
-							   psprintf("cannot claim: unique index \"%s\" of idempotency.claims is not on (key, ns)", name),
+							   psprintf("cannot claim: unique index \"%s\" of %s is not on (key, ns)", name, rel),
 							   pstrdup("A conflict on it would make a new event look like a duplicate."),
-							   psprintf("Drop the index, or make it non-unique: DROP INDEX idempotency.%s.",
-										quote_identifier(name)));
+							   psprintf("Drop the index, or make it non-unique: DROP INDEX %s.",
+										quote_qualified_identifier(get_namespace_name(RelationGetNamespace(index)),
+																   name)));
 			else if (!index->rd_index->indimmediate)
 				IdemRefusalSet(&cr->refuse_claims, ERRCODE_FEATURE_NOT_SUPPORTED,
-							   psprintf("cannot claim: unique index \"%s\" of idempotency.claims is deferrable", name),
+							   psprintf("cannot claim: unique index \"%s\" of %s is deferrable", name, rel),
 							   pstrdup("Claims arbitrate uniqueness at once, as INSERT ... ON CONFLICT does, which a deferrable constraint cannot do."),
 							   NULL);
 			else if (cr->probe < 0 && index->rd_index->indisvalid &&
@@ -345,28 +382,23 @@ IdemClaimRelIndexes(IdemClaimRel *cr, Relation heap)
 				cr->probe = i;
 				cr->probe_key_col = keycol;
 			}
+			else
+				unusable = true;
 		}
 		index_close(index, NoLock);
 		i++;
 	}
 	list_free(oids);
 
-	if (cr->probe < 0 && strcmp(RelationGetRelationName(heap), "claims") != 0)
-	{
-		/* a generation (generation.c): its primary key was dropped by hand */
-		const char *name = RelationGetRelationName(heap);
-
+	if (cr->probe < 0)
 		IdemRefusalSet(&cr->refuse_all, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					   psprintf("generation table idempotency.%s has no valid unique index on (key, ns)", name),
+					   psprintf("%s has no valid unique index on (key, ns)", rel),
 					   pstrdup("Claims are found and kept unique through that index."),
-					   psprintf("Add it back with ALTER TABLE idempotency.%s ADD PRIMARY KEY (key, ns), or rebuild it with REINDEX TABLE idempotency.%s.",
-								quote_identifier(name), quote_identifier(name)));
-	}
-	else if (cr->probe < 0)
-		IdemRefusalSet(&cr->refuse_all, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-					   pstrdup("idempotency.claims has no valid unique index on (key, ns)"),
-					   pstrdup("Claims are found and kept unique through that index."),
-					   pstrdup("Rebuild it with REINDEX TABLE idempotency.claims, or re-create the extension."));
+					   unusable ?
+					   psprintf("Rebuild it with REINDEX TABLE %s.", rel) :
+					   psprintf("Re-create it with ALTER TABLE %s ADD CONSTRAINT %s PRIMARY KEY (key, ns).",
+								rel,
+								quote_identifier(psprintf("%s_pkey", RelationGetRelationName(heap)))));
 }
 
 /*
@@ -420,25 +452,28 @@ IdemClaimRelBuild(Relation heap)
 {
 	MemoryContext oldcxt;
 	IdemClaimRel *cr;
+	char	   *rel;
 
 	oldcxt = MemoryContextSwitchTo(IdemGenCacheContext(&idem_claimrel_gen));
+	rel = IdemClaimRelName(heap);
 	cr = palloc0(sizeof(IdemClaimRel));
 	cr->relid = RelationGetRelid(heap);
 	cr->cxt = CurrentMemoryContext;
 	cr->rri = makeNode(ResultRelInfo);
 	cr->rri->ri_RelationDesc = heap;
 
-	IdemClaimRelColumns(cr, heap);
-	IdemClaimRelTriggers(cr, heap);
+	IdemClaimRelColumns(cr, heap, rel);
+	IdemClaimRelTriggers(cr, heap, rel);
 	cr->row_security = heap->rd_rel->relrowsecurity;
 	IdemClaimRelPolicies(cr, heap);
 	if (heap->rd_rel->relkind != RELKIND_RELATION ||
 		heap->rd_rel->relam != HEAP_TABLE_AM_OID)
 		IdemRefusalSet(&cr->refuse_all, ERRCODE_FEATURE_NOT_SUPPORTED,
-					   pstrdup("idempotency.claims must be a plain heap table"),
+					   psprintf("%s must be a plain heap table", rel),
 					   NULL,
-					   pstrdup("Re-create the extension, or set the access method back with ALTER TABLE idempotency.claims SET ACCESS METHOD heap."));
-	IdemClaimRelIndexes(cr, heap);
+					   psprintf("Re-create the extension, or set the access method back with ALTER TABLE %s SET ACCESS METHOD heap.",
+								rel));
+	IdemClaimRelIndexes(cr, heap, rel);
 	MemoryContextSwitchTo(oldcxt);
 	return cr;
 }
@@ -505,11 +540,18 @@ IdemClaimRelGet(Relation heap, IdemClaimOp op)
 		IdemRefusalRaise(cr->refuse_claims);
 	if (cr->row_security && !IdemClaimRelPoliciesOurs(cr, op) &&
 		check_enable_rls(cr->relid, InvalidOid, false) == RLS_ENABLED)
+	{
+		char	   *rel = IdemClaimRelName(heap);
+
+		/* a generation has none of the extension's policies: RLS goes */
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("row-level security on idempotency.claims is not supported"),
+				 errmsg("row-level security on %s is not supported", rel),
 				 errdetail("Claims are read and written directly, without the executor, so policies cannot be applied; the functions refuse rather than bypass them."),
-				 errhint("Drop the policies on idempotency.claims that are not the extension's own (claims_namespace_*), or call the functions as a role that bypasses them.")));
+				 relid == IdemGetCatalog().claims ?
+				 errhint("Drop the policies on %s that are not the extension's own (claims_namespace_*), or call the functions as a role that bypasses them.", rel) :
+				 errhint("Disable it with ALTER TABLE %s DISABLE ROW LEVEL SECURITY, or call the functions as a role that bypasses it.", rel)));
+	}
 	cr->rri->ri_RelationDesc = heap;
 	return cr;
 }

@@ -1571,15 +1571,54 @@ IdemGenTableGone(const IdemGeneration *g)
 }
 
 /*
+ * The step a maintenance pass is at ("opening ..."), for the context of its
+ * errors and for the worker's log line after the pass rolled back; empty
+ * outside a pass.  Static, so that it outlives the transaction's abort.
+ */
+static char idem_gen_step[160];
+
+static void IdemGenStep(const char *fmt,...) pg_attribute_printf(1, 2);
+
+static void
+IdemGenStep(const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(idem_gen_step, sizeof(idem_gen_step), fmt, ap);
+	va_end(ap);
+}
+
+/* Error context callback of a maintenance pass */
+static void
+IdemGenStepContext(void *arg pg_attribute_unused())
+{
+	if (idem_gen_step[0] != '\0')
+		errcontext("while %s", idem_gen_step);
+}
+
+/*
+ * The step the last maintenance pass failed at, or NULL: read in the
+ * PG_CATCH of a pass (or after its abort), it says what the pass was doing
+ */
+const char *
+IdemGenMaintainStep(void)
+{
+	return idem_gen_step[0] != '\0' ? idem_gen_step : NULL;
+}
+
+/*
  * One maintenance pass, in the caller's transaction: open generations for
  * the TTL classes in use, switch those older than their span (and class
  * force_class whatever its age: IDEM_GEN_ALL_CLASSES for all of them, -1
  * for none), seal the
  * closed ones nobody inserts into any more, and drop the sealed ones whose
  * claims have all expired.  Waits for no lock but, with wait, a drop's (for
- * idem_purge(): what the worker would drop is gone when it returns); a
- * step that would wait is left to the next pass.  A concurrent pass makes
- * this one do nothing.
+ * idem_purge(): what the worker would drop is gone when it returns), and
+ * the lock on idempotency.claims that creating a generation's table takes
+ * (under the caller's lock_timeout); a step that would wait is left to the
+ * next pass.  A concurrent pass makes this one do nothing.  Its errors
+ * say which step failed (IdemGenMaintainStep).
  */
 void
 IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
@@ -1596,8 +1635,10 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 	int			nclasses = 0;
 	int			i;
 	int			j;
+	ErrorContextCallback errcallback;
 
 	memset(done, 0, sizeof(*done));
+	idem_gen_step[0] = '\0';
 	if (IsolationUsesXactSnapshot())
 	{
 		/* it reads the latest state, and could not write it under an old snapshot */
@@ -1612,11 +1653,19 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		return;
 	}
 
+	errcallback.callback = IdemGenStepContext;
+	errcallback.arg = NULL;
+	errcallback.previous = error_context_stack;
+	error_context_stack = &errcallback;
+
+	IdemGenStep("reading the generations");
 	nss = IdemNamespaceLoadAll(&nns);
 	gens = IdemGenLoad(CurrentMemoryContext, &ngens);
 	if (IdemGenStoreIncomplete(gens, ngens, nns, done))
 	{
 		done->incomplete = true;
+		error_context_stack = errcallback.previous;
+		idem_gen_step[0] = '\0';
 		return;
 	}
 	/* the generations live after the pass, for the slot sweep */
@@ -1647,6 +1696,8 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 				open = &gens[i];
 		if (open == NULL)
 		{
+			IdemGenStep("opening the first generation of TTL class %d, a table inheriting from idempotency.claims",
+						classes[j]);
 			live[nlive++] = IdemGenOpen(classes[j], NULL);
 			done->opened++;
 		}
@@ -1675,11 +1726,16 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 			continue;
 		if (in_use)
 		{
+			IdemGenStep("switching TTL class %d from generation %d to a new one, a table inheriting from idempotency.claims",
+						g->ttl_class, g->id);
 			live[nlive++] = IdemGenOpen(g->ttl_class, g);
 			done->opened++;
 		}
 		else
+		{
+			IdemGenStep("closing generation %d", g->id);
 			IdemGenClose(g);
+		}
 		g->state = IDEM_GEN_CLOSED;
 	}
 
@@ -1689,9 +1745,13 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		if (gens[i].state != IDEM_GEN_CLOSED)
 			continue;
 		if (!OidIsValid(gens[i].relid))
+		{
 			IdemGenHold(done, "generation %d kept unsealed: table %s.%s is missing",
 						gens[i].id, IDEM_SCHEMA_NAME, IdemGenRelName(gens[i].id));
-		else if (IdemGenSeal(&gens[i]))
+			continue;
+		}
+		IdemGenStep("sealing generation %d", gens[i].id);
+		if (IdemGenSeal(&gens[i]))
 			done->sealed++;
 		else
 		{
@@ -1715,6 +1775,7 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 						gens[i].id, IDEM_SCHEMA_NAME, IdemGenRelName(gens[i].id));
 			continue;
 		}
+		IdemGenStep("dropping generation %d", gens[i].id);
 		if (IdemGenDrop(&gens[i], &claims, wait))
 		{
 			done->dropped++;
@@ -1724,6 +1785,7 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		else
 			done->skipped++;
 	}
+	IdemGenStep("sweeping what dropped generations left");
 	IdemGenRootSweep();
 
 	/* slots of generations dropped, or opened by transactions that aborted */
@@ -1732,6 +1794,8 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 			live[nlive++] = gens[i].id;
 	IdemGenSlotSweep(live, nlive);
 	CommandCounterIncrement();
+	error_context_stack = errcallback.previous;
+	idem_gen_step[0] = '\0';
 }
 
 /*

@@ -98,6 +98,7 @@ extern bool IdemGenSealedAllLive(IdemGeneration *gen, const IdemNamespace *ns,
 								 TimestampTz now);
 extern void IdemGenMaintenanceWait(void);
 extern void IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done);
+extern const char *IdemGenMaintainStep(void);
 extern bool IdemGenRefineWanted(void);
 extern bool IdemGenRefineFilter(void);
 

@@ -856,9 +856,28 @@ IdemPurgeGenerations(TimestampTz deadline, MemoryContext cxt, int64 *total,
 	PG_CATCH();
 	{
 		ErrorData  *edata = IdemPurgeXactFailed(cxt);
+		const char *step = IdemGenMaintainStep();
 
-		ereport(LOG,
-				(errmsg("idempotency could not maintain the claim generations: %s", edata->message)));
+		/*
+		 * Harmless, and the line says so: the pass rolled back whole (the
+		 * generation id a switch drew from the sequence is spent, ids need
+		 * not be dense), and the next round tries again.  A lock timeout
+		 * says which wait: a REINDEX CONCURRENTLY or an ALTER TABLE of
+		 * idempotency.claims holds off the switch's new table, say.
+		 */
+		if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			ereport(LOG,
+					(errmsg("idempotency could not maintain the claim generations: %s", edata->message),
+					 errdetail("The pass waited longer than lock_timeout (%s) for a lock another session holds, while %s. It was rolled back; the next round tries again.",
+							   GetConfigOptionByName("lock_timeout", NULL, false),
+							   step ? step : "maintaining the generations"),
+					 edata->context ? errcontext("%s", edata->context) : 0));
+		else
+			ereport(LOG,
+					(errmsg("idempotency could not maintain the claim generations: %s", edata->message),
+					 errdetail("The pass was rolled back; the next round tries again."),
+					 edata->context ? errcontext("%s", edata->context) : 0));
+		FreeErrorData(edata);
 		(*errors)++;
 		memset(&done, 0, sizeof(done));
 	}
@@ -1066,7 +1085,9 @@ IdemPurgeDatabaseRound(bool generations_only)
  * do: "purge <table>", ...): roll the subtransaction back, restore cxt and
  * owner, and warn; returns the error message, allocated in cxt.  A cancel,
  * a statement timeout or a termination is meant for the whole statement,
- * not for one step: it is thrown again.
+ * not for one step: it is thrown again.  what must not live in
+ * ErrorContext (current in a PG_CATCH): FlushErrorState frees it before
+ * the warning prints it.
  */
 static char *
 IdemPurgeSubxactFailed(const char *what, MemoryContext cxt, ResourceOwner owner)
@@ -1087,10 +1108,15 @@ IdemPurgeSubxactFailed(const char *what, MemoryContext cxt, ResourceOwner owner)
 	return edata->message;
 }
 
-/* IdemPurgeSubxactFailed for one table's purge */
+/*
+ * IdemPurgeSubxactFailed for one table's purge.  The message is built in
+ * cxt: in the PG_CATCH, CurrentMemoryContext is ErrorContext, which
+ * FlushErrorState resets before the warning is printed.
+ */
 static char *
 IdemPurgeTableFailed(IdemPurgeTarget *target, MemoryContext cxt, ResourceOwner owner)
 {
+	MemoryContextSwitchTo(cxt);
 	return IdemPurgeSubxactFailed(psprintf("purge %s", target->label), cxt, owner);
 }
 

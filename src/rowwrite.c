@@ -15,6 +15,7 @@
 #include "executor/executor.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_relation.h"
+#include "utils/datum.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -104,11 +105,14 @@ IdemRowWriteInsert(Relation rel, const Datum *values, const bool *nulls, ItemPoi
 
 /*
  * UPDATE the row locked in oldslot to values/nulls, as a statement naming
- * updated_cols.  Returns false if a BEFORE trigger skipped the update.
+ * updated_cols.  Returns false if a BEFORE trigger skipped the update.  If
+ * written is given, it gets column written->attno as the update wrote it,
+ * after every BEFORE trigger (which may have changed it), copied into the
+ * caller's memory; untouched if the update was skipped.
  */
 bool
 IdemRowWriteUpdate(Relation rel, Bitmapset *updated_cols, TupleTableSlot *oldslot,
-				   const Datum *values, const bool *nulls)
+				   const Datum *values, const bool *nulls, IdemRowWritten *written)
 {
 	ResultRelInfo *rri;
 	EState	   *estate = IdemRowWriteBegin(rel, updated_cols, &rri);
@@ -131,6 +135,15 @@ IdemRowWriteUpdate(Relation rel, Bitmapset *updated_cols, TupleTableSlot *oldslo
 #endif
 	/* the update sets the slot's TID; a BEFORE trigger may have skipped it */
 	updated = ItemPointerIsValid(&newslot->tts_tid);
+	if (updated && written != NULL)
+	{
+		/* BEFORE triggers' changes are in newslot, which goes with estate */
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel), written->attno - 1);
+
+		written->value = slot_getattr(newslot, written->attno, &written->isnull);
+		if (!written->isnull)
+			written->value = datumCopy(written->value, att->attbyval, att->attlen);
+	}
 	EvalPlanQualEnd(&epqstate);
 	IdemRowWriteEnd(estate, rri);
 	return updated;

@@ -514,7 +514,7 @@ IdemWmUpdate(IdemWmSeek *ws)
 		cols = bms_add_member(cols, IDEM_WM_EPOCH - FirstLowInvalidHeapAttributeNumber);
 	cols = bms_add_member(cols, IDEM_WM_UPDATED_AT - FirstLowInvalidHeapAttributeNumber);
 	/* a BEFORE trigger that returned NULL skipped it: nothing moved */
-	if (!IdemRowWriteUpdate(rel, cols, oldslot, values, nulls))
+	if (!IdemRowWriteUpdate(rel, cols, oldslot, values, nulls, NULL))
 		ws->advances = false;
 	ItemPointerSetInvalid(&ws->root); /* HOT or not, the executor does not say */
 	return TM_Ok;

@@ -8,6 +8,9 @@
 #    of waiting;
 #  - a session holding ACCESS EXCLUSIVE on idempotency.claims: batches time
 #    out on the lock, and the round still ends on time;
+#  - a session holding SHARE UPDATE EXCLUSIVE on the claims while a
+#    generation is due: the pass times out, rolls back, logs which wait
+#    and that the next round tries again, and a later round opens it;
 # while, all along, expired claims in another database are purged within a
 # few rounds.
 use strict;
@@ -139,6 +142,27 @@ is($node->safe_psql('slow', qq{
 	SELECT count(*) FROM idempotency.purge_runs
 	 WHERE finished_at - started_at > interval '${max_runtime_ms} ms' + interval '4 seconds'}),
 	'0', 'no recorded run outlasts purge_max_runtime by more than 4 s');
+
+# --- a generation switch held off by a lock on the claims -----------------
+# Opening a generation (a table inheriting from idempotency.claims) waits
+# for a lock a REINDEX CONCURRENTLY holds: the pass times out, rolls back
+# whole, logs which step waited and that the next round tries again, and
+# the next round after the lock is gone opens the generation.
+$log_offset = -s $node->logfile;
+$holder = $node->background_psql('fast');
+$holder->query_safe(q{BEGIN});
+$holder->query_safe(q{LOCK TABLE idempotency.claims IN SHARE UPDATE EXCLUSIVE MODE});
+$node->safe_psql('fast', q{SELECT idem_namespace_define('long', '1 day')});
+ok( $node->wait_for_log(
+		qr/idempotency could not maintain the claim generations: canceling statement due to lock timeout\n[^\n]*DETAIL:  The pass waited longer than lock_timeout \(100ms\) for a lock another session holds, while opening the first generation of TTL class 16, a table inheriting from idempotency.claims\. It was rolled back; the next round tries again\./,
+		$log_offset),
+	'a switch behind a lock on the claims logs which wait timed out, and that the next round tries again');
+is($node->safe_psql('fast', q{SELECT count(*) FROM idem_generations}), '0',
+	'the timed-out pass left no generation');
+$holder->query_safe(q{COMMIT});
+$holder->quit;
+ok($node->poll_query_until('fast', q{SELECT count(*) = 1 FROM idem_generations WHERE state = 'open'}),
+	'once the lock is gone, a later round opens the generation');
 
 amcheck_claims($node, 'slow');
 amcheck_claims($node, 'fast');

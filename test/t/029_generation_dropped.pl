@@ -164,7 +164,7 @@ is($node->safe_psql('postgres', q{
 # --- the open generation's primary key dropped: a clear error, whose hint repairs it
 $node->safe_psql('postgres', "ALTER TABLE idempotency.$new DROP CONSTRAINT ${new}_pkey");
 $out = $claimers[2]->query_safe("SELECT try_claim('nokey')");
-like($out, qr/^55000: generation table idempotency\.$new has no valid unique index on \(key, ns\) \/ Add it back with ALTER TABLE idempotency\.$new ADD PRIMARY KEY \(key, ns\)/,
+like($out, qr/^55000: idempotency\.$new has no valid unique index on \(key, ns\) \/ Re-create it with ALTER TABLE idempotency\.$new ADD CONSTRAINT ${new}_pkey PRIMARY KEY \(key, ns\)/,
 	"without its primary key: $out");
 $node->safe_psql('postgres', "ALTER TABLE idempotency.$new ADD PRIMARY KEY (key, ns)");
 is($claimers[2]->query_safe("SELECT try_claim('nokey')"), 'new', 'the hint repairs it');
