@@ -2,6 +2,9 @@
 -- maintains every index, honours constraints, and refuses what it cannot
 -- honour (columns, triggers, rules, other unique indexes, row security)
 -- with an error that says what to remove; never silently.
+-- The table itself: this file's claims stay in it, whatever generation the
+-- worker (live, as the README configures it) opens for their class.
+SET idempotency.generation_min_ttl = 2147483647;
 
 -- an index a DBA adds is maintained by every claim
 CREATE INDEX claims_claimed_at_test ON idempotency.claims (claimed_at);

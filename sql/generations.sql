@@ -1,5 +1,33 @@
 -- Generations: claims of long TTLs live in tables that are dropped whole
 SET client_min_messages = warning;
+-- This file follows the generations through its own switches, step by
+-- step: the worker (on, as the README configures it) pauses in this
+-- database, any round under way here ends first, and the file starts from
+-- no generation at all (what the worker opened for the other files'
+-- namespaces goes, tables and rows)
+DO $$
+DECLARE quiet int := 0;
+BEGIN
+    EXECUTE format('ALTER DATABASE %I SET idempotency.purge_enabled = off', current_database());
+    WHILE quiet < 20 LOOP
+        IF EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+                    AND backend_type = 'idempotency purge worker') THEN
+            quiet := 0;
+        ELSE
+            quiet := quiet + 1;
+        END IF;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END $$;
+DO $$
+DECLARE t regclass;
+BEGIN
+    FOR t IN SELECT i.inhrelid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+              WHERE i.inhparent = 'idempotency.claims'::regclass AND c.relname ~ '^claims_g[0-9]+$' LOOP
+        EXECUTE format('DROP TABLE %s', t);
+    END LOOP;
+    DELETE FROM idempotency.generations;
+END $$;
 -- a floor of an hour (the default is 10 s) keeps the short namespace in
 -- idempotency.claims with a TTL no run of this file outlasts, valgrind's
 SET idempotency.generation_min_ttl = '1h';
@@ -37,8 +65,11 @@ SELECT count(*) AS claims_of_week FROM idem_claims WHERE namespace = 'gen_week';
 
 -- once VACUUM has marked a sealed generation all-visible, a duplicate is
 -- found from its index alone; a fingerprint to check is still read
+-- (not echoed: the generations' ids depend on what ran before)
+\set ECHO none
 SELECT format('VACUUM %s', relation) FROM idem_generations
  WHERE state = 'sealed' AND ttl_class = 19 \gexec
+\set ECHO all
 SELECT idem_claim('fp', 'gen_week') AS dup_all_visible;
 SELECT idem_claim('fp', 'gen_week', 'payload-2');  -- error: another fingerprint
 SELECT idem_claim('fp', 'gen_week', 'payload-1') AS dup_with_fingerprint;
@@ -272,12 +303,17 @@ DROP ROLE gen_legacy_plain;
 -- leave no generation behind for the other tests
 SET idempotency.generation_min_ttl = 2147483647;
 DO $$
-DECLARE g int;
+DECLARE t regclass;
 BEGIN
-    FOR g IN SELECT id FROM idempotency.generations LOOP
-        EXECUTE format('DROP TABLE IF EXISTS idempotency.%I', 'claims_g' || g);
+    FOR t IN SELECT i.inhrelid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+              WHERE i.inhparent = 'idempotency.claims'::regclass AND c.relname ~ '^claims_g[0-9]+$' LOOP
+        EXECUTE format('DROP TABLE %s', t);
     END LOOP;
     DELETE FROM idempotency.generations;
 END $$;
 SELECT count(*) AS generations_left FROM idem_generations;
 SELECT idem_claim('w1', 'gen_week') AS back_in_claims_table;
+-- the worker resumes here
+DO $$ BEGIN
+    EXECUTE format('ALTER DATABASE %I RESET idempotency.purge_enabled', current_database());
+END $$;
