@@ -239,3 +239,12 @@ CREATE OR REPLACE VIEW idem_generations AS
               JOIN idem_namespaces n ON n.id = l.ns) AS expires_at,
            idempotency.idem_generation_filter(g.id) AS filter_in_memory
       FROM idempotency.generations g;
+
+--
+-- Logical replication of the claims (1.1)
+--
+-- No key (a namespace may have several rows), so its replica identity is
+-- the whole row: a publication that publishes updates and deletes (FOR
+-- TABLES IN SCHEMA idempotency) would otherwise refuse the purge's and
+-- idem_namespace_define's changes to it on the publisher.
+ALTER TABLE idempotency.namespaces REPLICA IDENTITY FULL;

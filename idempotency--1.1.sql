@@ -29,6 +29,11 @@ CREATE TABLE idempotency.namespaces (
 );
 CREATE INDEX namespaces_name_idx ON idempotency.namespaces (name);
 CREATE INDEX namespaces_id_idx ON idempotency.namespaces (id);
+-- No key (a namespace may have several rows), so its replica identity is
+-- the whole row: a publication that publishes updates and deletes (FOR
+-- TABLES IN SCHEMA idempotency) would otherwise refuse the purge's and
+-- idem_namespace_define's changes to it on the publisher.
+ALTER TABLE idempotency.namespaces REPLICA IDENTITY FULL;
 ALTER SEQUENCE idempotency.namespace_id_seq OWNED BY idempotency.namespaces.id;
 COMMENT ON TABLE idempotency.namespaces IS 'claim namespaces and the TTL of their claims; read them through idem_namespaces';
 
