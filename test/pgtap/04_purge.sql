@@ -4,7 +4,7 @@
 \pset tuples_only true
 \pset pager off
 BEGIN;
-SELECT plan(20);
+SELECT plan(21);
 
 SELECT has_table('idempotency', 'purge_policies', 'purge policies table');
 SELECT has_table('idempotency', 'purge_runs', 'purge history table');
@@ -36,8 +36,11 @@ SELECT is((SELECT count(*)::int FROM pg_settings
                            'idempotency.purge_history', 'idempotency.log_purge')),
           6, 'the purge GUCs exist');
 SELECT is((SELECT array_agg(DISTINCT context) FROM pg_settings
-            WHERE name LIKE 'idempotency.purge%' OR name = 'idempotency.log_purge'),
+            WHERE (name LIKE 'idempotency.purge%' OR name = 'idempotency.log_purge')
+              AND name <> 'idempotency.purge_enabled'),
           ARRAY['sighup'], 'the purge GUCs reload on SIGHUP');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'idempotency.purge_enabled'),
+          'superuser', 'purge_enabled reloads too, and can be set per database by a superuser');
 SELECT is((SELECT unit FROM pg_settings WHERE name = 'idempotency.purge_interval'), 's',
           'the interval is in seconds');
 SELECT is((SELECT unit FROM pg_settings WHERE name = 'idempotency.purge_max_runtime'), 'ms',
