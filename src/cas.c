@@ -17,8 +17,11 @@
  * Outcomes: 'applied' (moved, version + 1), 'already' (at target: nothing
  * written), 'rejected' (no edge: nothing written), 'stale' (the version
  * differs from expected_version), 'missing' (no row).  A BEFORE trigger
- * that skips the update, or writes a status other than the target, makes
- * it 'rejected' too: the row is not at the target.
+ * that skips the update makes it 'rejected' too, nothing written; one that
+ * writes a status other than the target also gives 'rejected', since the
+ * row is not at the target, but its update is written (the version bumped,
+ * AFTER triggers fired), so a retry with the old expected_version gets
+ * 'stale'.
  *
  * Concurrent CASes serialize on the row lock: the second waits for the
  * first, then decides against the row it left.  In READ COMMITTED the

@@ -543,12 +543,16 @@ IdemClaimRelGet(Relation heap, IdemClaimOp op)
 	{
 		char	   *rel = IdemClaimRelName(heap);
 
-		/* a generation has none of the extension's policies: RLS goes */
+		/*
+		 * With the namespace grants (1.1) every generation has the
+		 * extension's own policies too (generation.c): what is not ours
+		 * goes, as on the claims table; without them, RLS itself goes
+		 */
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("row-level security on %s is not supported", rel),
 				 errdetail("Claims are read and written directly, without the executor, so policies cannot be applied; the functions refuse rather than bypass them."),
-				 relid == IdemGetCatalog().claims ?
+				 relid == IdemGetCatalog().claims || OidIsValid(IdemNamespaceGrantsRelation()) ?
 				 errhint("Drop the policies on %s that are not the extension's own (claims_namespace_*), or call the functions as a role that bypasses them.", rel) :
 				 errhint("Disable it with ALTER TABLE %s DISABLE ROW LEVEL SECURITY, or call the functions as a role that bypasses it.", rel)));
 	}

@@ -57,9 +57,11 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am_d.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type_d.h"
+#include "commands/defrem.h"
 #include "commands/extension.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -662,6 +664,12 @@ IdemGenMapGet(void)
 		IdemGenMap *map;
 
 		CHECK_FOR_INTERRUPTS();
+		/*
+		 * What has arrived so far first: without shared memory the build
+		 * takes in invalidations (IdemGenOpensSeen), and one that was
+		 * already waiting would make every attempt look overtaken
+		 */
+		AcceptInvalidationMessages();
 		start = IdemInvalCounter();
 
 		idem_genmap_table = get_relname_relid("generations", IdemGetCatalog().schema);
@@ -1193,9 +1201,12 @@ IdemGenHold(IdemGenMaintenance *done, const char *fmt,...)
 }
 
 /*
- * Does table relid have a valid unique index on exactly (key, ns), as
- * every generation table gets at its opening and a restore gives it back
- * in its post-data step?  Read from pg_index, without locking the table.
+ * Does table relid have a valid unique index claims can probe: a btree on
+ * the two columns key and ns, in either order, with their default operator
+ * classes, no expression or predicate (the rule of claimrel.c's
+ * IdemIndexOnClaimKey, which claimers apply), as every generation table
+ * gets at its opening and a restore gives back in its post-data step?
+ * Read from the catalogs, without locking the table.
  */
 static bool
 IdemGenHasKeyIndex(Oid relid)
@@ -1217,12 +1228,39 @@ IdemGenHasKeyIndex(Oid relid)
 	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
 	{
 		Form_pg_index index = (Form_pg_index) GETSTRUCT(tuple);
+		HeapTuple	classtup;
+		bool		isnull;
+		Datum		d;
+		oidvector  *opclasses;
+		int			c;
 
-		found = index->indisunique && index->indisvalid && index->indisready &&
-			index->indislive && index->indimmediate && index->indnkeyatts == 2 &&
-			index->indkey.values[0] == att_key && index->indkey.values[1] == att_ns &&
-			heap_attisnull(tuple, Anum_pg_index_indexprs, NULL) &&
-			heap_attisnull(tuple, Anum_pg_index_indpred, NULL);
+		if (!index->indisunique || !index->indisvalid || !index->indisready ||
+			!index->indislive || !index->indimmediate || index->indnkeyatts != 2 ||
+			!heap_attisnull(tuple, Anum_pg_index_indexprs, NULL) ||
+			!heap_attisnull(tuple, Anum_pg_index_indpred, NULL))
+			continue;
+		classtup = SearchSysCache1(RELOID, ObjectIdGetDatum(index->indexrelid));
+		if (!HeapTupleIsValid(classtup))
+			continue;
+		found = ((Form_pg_class) GETSTRUCT(classtup))->relam == BTREE_AM_OID;
+		ReleaseSysCache(classtup);
+		d = heap_getattr(tuple, Anum_pg_index_indclass, RelationGetDescr(pg_index), &isnull);
+		if (!found || isnull)
+		{
+			found = false;
+			continue;
+		}
+		opclasses = (oidvector *) DatumGetPointer(d);
+		for (c = 0; c < 2 && found; c++)
+		{
+			AttrNumber	att = index->indkey.values[c];
+			Oid			type = att == att_key ? BYTEAOID : att == att_ns ? INT4OID : InvalidOid;
+
+			found = OidIsValid(type) &&
+				get_opclass_family(opclasses->values[c]) ==
+				get_opclass_family(GetDefaultOpClass(type, BTREE_AM_OID));
+		}
+		found = found && index->indkey.values[0] != index->indkey.values[1];
 	}
 	systable_endscan(scan);
 	table_close(pg_index, AccessShareLock);
@@ -1652,6 +1690,8 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		done->skipped++;
 		return;
 	}
+	/* a pass waited for may have made tables: see them */
+	AcceptInvalidationMessages();
 
 	errcallback.callback = IdemGenStepContext;
 	errcallback.arg = NULL;

@@ -879,7 +879,9 @@ IdemGenDbGet(void)
 	int			victim_rank = 0;
 	int			i;
 
-	if (idem_gen_mine != NULL || idem_gen_shared == NULL || !OidIsValid(MyDatabaseId))
+	/* not again once exiting: IdemGenDbDetach may have run already */
+	if (idem_gen_mine != NULL || idem_gen_shared == NULL || !OidIsValid(MyDatabaseId) ||
+		proc_exit_inprogress)
 		return idem_gen_mine;
 	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < idem_gen_shared->ndbs && found == NULL; i++)
@@ -933,7 +935,12 @@ IdemGenDbGet(void)
 	LWLockRelease(idem_gen_shared->lock);
 	if (found != NULL && !exit_hook)
 	{
-		before_shmem_exit(IdemGenDbDetach, (Datum) 0);
+		/*
+		 * on_shmem_exit, not before_shmem_exit: it runs after the abort of
+		 * a transaction in flight (ShutdownPostgres), whose callbacks may
+		 * still count claims here, and shared memory is still attached
+		 */
+		on_shmem_exit(IdemGenDbDetach, (Datum) 0);
 		exit_hook = true;
 	}
 	return idem_gen_mine = found;
