@@ -122,14 +122,15 @@ $node->command_ok([ 'pg_restore', '--exit-on-error', '--section=data', '-j', '4'
 # the worker meets the half-restored store and holds back, saying why
 my $held = q{SELECT count(*) FROM idempotency.purge_runs
 			  WHERE target = 'idempotency.generations' AND error IS NOT NULL};
-ok($node->poll_query_until('dst_staged', "SELECT ($held) > 0"), 'staged: the worker held back and recorded why');
+# (during the data step it may have said another thing missing: the
+# generations' rows, say; the state the window holds says the primary keys)
+my $last_reason = q{SELECT error FROM idempotency.purge_runs WHERE target = 'idempotency.generations'
+					 ORDER BY run_id DESC LIMIT 1};
+ok($node->poll_query_until('dst_staged', "SELECT ($last_reason) ~ 'no valid unique index on \\(key, ns\\)'"),
+	'staged: the worker held back and recorded why, naming what is missing');
 my $rows_held = $node->safe_psql('dst_staged', $held);
 sleep 4;	# four more rounds in the same state
 is($node->safe_psql('dst_staged', $held), $rows_held, 'staged: recorded once, not every round');
-like($node->safe_psql('dst_staged', q{
-	SELECT error FROM idempotency.purge_runs WHERE target = 'idempotency.generations'
-	 ORDER BY run_id DESC LIMIT 1}), qr/no valid unique index on \(key, ns\)|namespaces is empty/,
-	'staged: the reason names what is missing');
 is($node->safe_psql('dst_staged', 'SELECT count(*) FROM idempotency.claims'), $nclaims,
 	'staged: no claim dropped while incomplete');
 is($node->safe_psql('dst_staged', 'SELECT count(*) FROM idempotency.generations'),
