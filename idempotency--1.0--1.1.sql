@@ -248,3 +248,11 @@ CREATE OR REPLACE VIEW idem_generations AS
 -- TABLES IN SCHEMA idempotency) would otherwise refuse the purge's and
 -- idem_namespace_define's changes to it on the publisher.
 ALTER TABLE idempotency.namespaces REPLICA IDENTITY FULL;
+
+-- relhassubclass set here, once: the worker's first generation then writes
+-- no pg_class row of the claims table, so it never races a GRANT or other
+-- change of that row (two concurrent updates of one catalog row fail with
+-- "tuple concurrently updated").  Creating and dropping a child sets it;
+-- only an ANALYZE of the table while it has no generation clears it.
+CREATE TABLE idempotency.claims_relhassubclass () INHERITS (idempotency.claims);
+DROP TABLE idempotency.claims_relhassubclass;

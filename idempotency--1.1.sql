@@ -68,6 +68,13 @@ CREATE TABLE idempotency.claims (
     CONSTRAINT claims_pkey PRIMARY KEY (key, ns)
 ) WITH (vacuum_truncate = false);
 COMMENT ON TABLE idempotency.claims IS 'claimed event ids; use the idem_claims view to read them';
+-- relhassubclass set here, once: the worker's first generation then writes
+-- no pg_class row of the claims table, so it never races a GRANT or other
+-- change of that row (two concurrent updates of one catalog row fail with
+-- "tuple concurrently updated").  Creating and dropping a child sets it;
+-- only an ANALYZE of the table while it has no generation clears it.
+CREATE TABLE idempotency.claims_relhassubclass () INHERITS (idempotency.claims);
+DROP TABLE idempotency.claims_relhassubclass;
 
 -- Generations of the claims (src/generation.c): tables
 -- idempotency.claims_g<id> that inherit from idempotency.claims, one chain

@@ -313,7 +313,10 @@ BEGIN
 END $$;
 SELECT count(*) AS generations_left FROM idem_generations;
 SELECT idem_claim('w1', 'gen_week') AS back_in_claims_table;
--- the worker resumes here
+-- the worker resumes here, and the classes in use get their generations
+-- back at once, as the worker would give them
 DO $$ BEGIN
     EXECUTE format('ALTER DATABASE %I RESET idempotency.purge_enabled', current_database());
 END $$;
+RESET idempotency.generation_min_ttl;
+SELECT idem_generation_switch() > 0 AS generations_back;
