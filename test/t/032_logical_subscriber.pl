@@ -246,6 +246,9 @@ BEGIN
 END $$});
 is($sub->safe_psql('app', "SELECT to_regclass('idempotency.claims_g$tmp_gen') IS NULL"), 't',
 	'cutover: the dropped generation\'s table dropped');
+# and every generation's row has its table (a switch the publisher made
+# after the last refresh, whose row came without one)
+create_tables('');
 resume_worker($sub, 'app');
 ok($sub->poll_query_until('app', q{
 	SELECT error IS NULL FROM idempotency.purge_runs WHERE target = 'idempotency.generations'
