@@ -14,6 +14,22 @@
 #include "executor/executor.h"
 #include "utils/rel.h"
 #include "utils/tuplestore.h"
+#if PG_VERSION_NUM < 150000
+#include "postmaster/autovacuum.h"
+#include "replication/walsender.h"
+#endif
+
+/*
+ * The backends that may attach to shared memory, while shared memory is
+ * sized: MaxBackends is set before shmem_request_hook from PostgreSQL 15
+ * on; before, it is set after _PG_init, so it is summed from its GUCs.
+ */
+#if PG_VERSION_NUM >= 150000
+#define IdemMaxBackends() (MaxBackends)
+#else
+#define IdemMaxBackends() \
+	(MaxConnections + autovacuum_max_workers + 1 + max_worker_processes + max_wal_senders)
+#endif
 
 /*
  * Set up a materialized set-returning call whose tuple descriptor comes

@@ -72,10 +72,6 @@
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
-#if PG_VERSION_NUM < 150000
-#include "postmaster/autovacuum.h"
-#include "replication/walsender.h"
-#endif
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -83,6 +79,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "compat.h"
 #include "genfilter.h"
 #include "genstripe.h"
 #include "idempotency.h"
@@ -208,13 +205,7 @@ IdemGenDbCount(void)
 {
 	if (idem_gen_ndbs == 0)
 	{
-#if PG_VERSION_NUM >= 150000
-		int			backends = MaxBackends;	/* set before shmem_request_hook */
-#else
-		int			backends = MaxConnections + autovacuum_max_workers + 1 +
-			max_worker_processes + max_wal_senders;
-#endif
-		idem_gen_ndbs = Max(backends, 1) + IDEM_GEN_DB_SPARE;
+		idem_gen_ndbs = Max(IdemMaxBackends(), 1) + IDEM_GEN_DB_SPARE;
 	}
 	return idem_gen_ndbs;
 }
