@@ -5,10 +5,13 @@ SET client_min_messages = warning;
 -- database, any round under way here ends first, and the file starts from
 -- no generation at all (what the worker opened for the other files'
 -- namespaces goes, tables and rows)
+DO $$ BEGIN
+    EXECUTE format('ALTER DATABASE %I SET idempotency.purge_enabled = off', current_database());
+END $$;
+-- (committed first: a round that starts later reads it)
 DO $$
 DECLARE quiet int := 0;
 BEGIN
-    EXECUTE format('ALTER DATABASE %I SET idempotency.purge_enabled = off', current_database());
     WHILE quiet < 20 LOOP
         IF EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
                     AND backend_type = 'idempotency purge worker') THEN
@@ -19,7 +22,7 @@ BEGIN
         PERFORM pg_sleep(0.01);
     END LOOP;
 END $$;
-DO $$
+CREATE FUNCTION pg_temp.drop_generations() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE t regclass;
 BEGIN
     FOR t IN SELECT i.inhrelid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -28,6 +31,7 @@ BEGIN
     END LOOP;
     DELETE FROM idempotency.generations;
 END $$;
+SELECT pg_temp.drop_generations();
 -- a floor of an hour (the default is 10 s) keeps the short namespace in
 -- idempotency.claims with a TTL no run of this file outlasts, valgrind's
 SET idempotency.generation_min_ttl = '1h';
@@ -302,15 +306,7 @@ DROP ROLE gen_legacy_plain;
 
 -- leave no generation behind for the other tests
 SET idempotency.generation_min_ttl = 2147483647;
-DO $$
-DECLARE t regclass;
-BEGIN
-    FOR t IN SELECT i.inhrelid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-              WHERE i.inhparent = 'idempotency.claims'::regclass AND c.relname ~ '^claims_g[0-9]+$' LOOP
-        EXECUTE format('DROP TABLE %s', t);
-    END LOOP;
-    DELETE FROM idempotency.generations;
-END $$;
+SELECT pg_temp.drop_generations();
 SELECT count(*) AS generations_left FROM idem_generations;
 SELECT idem_claim('w1', 'gen_week') AS back_in_claims_table;
 -- the worker resumes here, and the classes in use get their generations

@@ -3,10 +3,13 @@ SET client_min_messages = warning;
 -- This file counts what idem_purge() and idem_purge_run() delete, so the
 -- worker (on, as the README configures it) pauses in this database alone,
 -- and any round under way here ends first.
+DO $$ BEGIN
+    EXECUTE format('ALTER DATABASE %I SET idempotency.purge_enabled = off', current_database());
+END $$;
+-- (committed first: a round that starts later reads it)
 DO $$
 DECLARE quiet int := 0;
 BEGIN
-    EXECUTE format('ALTER DATABASE %I SET idempotency.purge_enabled = off', current_database());
     WHILE quiet < 20 LOOP
         IF EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
                     AND backend_type = 'idempotency purge worker') THEN
