@@ -101,7 +101,6 @@
 #include "generation.h"
 #include "genfilter.h"
 #include "genscope.h"
-#include "genstripe.h"
 #include "idempotency.h"
 #include "rowseek.h"
 #include "spectoken.h"
@@ -1322,7 +1321,7 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 
 	target = IdemStoreTarget(store, ns);
 	IdemProbeInit(&probe, store, ns, key, XLTW_InsertIndex);
-	IdemGenStripePrefetch(IdemGenClassOf(ns), probe.fhash);
+	IdemGenScopePrefetch(store->map, ns, probe.fhash);
 	IdemProbeAt(&probe, target);
 	probe.row = *row;
 	probe.want_fp = check_fp && row->has_fp;

@@ -200,6 +200,22 @@ IdemGenScopeCurrent(const IdemGenScope *s, const IdemStripeView *view, int nview
 	return true;
 }
 
+/* The sealed generations of sel asked without a lane test their own filters */
+static void
+IdemGenScopePrefetchPlain(IdemGenMap *map, const int *sel, int n, uint64 fhash)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		IdemGeneration *g = &map->gens[sel[i]];
+
+		if (g->state == IDEM_GEN_SEALED && g->has_filter && g->slot >= 0 &&
+			g->stripe_ref == IDEM_STRIPE_NO_LANE)
+			IdemGenFilterPrefetch(g->slot, g->id, fhash);
+	}
+}
+
 /*
  * The generations of map that may hold a claim of ns whose filter hash is
  * fhash: every generation but those that hold no claim of ns and the
@@ -213,10 +229,23 @@ IdemGenScopeSelect(IdemGenMap *map, const IdemNamespace *ns, uint64 fhash,
 {
 	IdemGenScope *s = IdemGenScopeOf(map, ns);
 	IdemStripeView view[IDEM_GEN_STRIPES];
-	int			nview = IdemGenStripeView(s->klass, fhash, view);
+	int			nview;
 	int			n;
 	int			i;
 
+	/*
+	 * No sealed generation of the class holds claims of ns (a class whose
+	 * generations are all open, closed or empty of ns): the stripes could
+	 * rule out nothing, so the plain generations are the whole selection.
+	 * Among those, only sealed ones of another class test their filters.
+	 */
+	if (s->nstriped == 0)
+	{
+		memcpy(sel, s->plain, sizeof(int) * s->nplain);
+		IdemGenScopePrefetchPlain(map, sel, s->nplain, fhash);
+		return s->nplain;
+	}
+	nview = IdemGenStripeView(s->klass, fhash, view);
 	if (!IdemGenScopeCurrent(s, view, nview))
 		IdemGenScopeRebuild(s, map, view, nview);
 	memcpy(sel, s->plain, sizeof(int) * s->nplain);
@@ -248,14 +277,19 @@ IdemGenScopeSelect(IdemGenMap *map, const IdemNamespace *ns, uint64 fhash,
 			m &= m - 1;
 		}
 	}
-	/* the sealed generations asked without a lane test their own filters */
-	for (i = 0; i < n; i++)
-	{
-		IdemGeneration *g = &map->gens[sel[i]];
-
-		if (g->state == IDEM_GEN_SEALED && g->has_filter && g->slot >= 0 &&
-			g->stripe_ref == IDEM_STRIPE_NO_LANE)
-			IdemGenFilterPrefetch(g->slot, g->id, fhash);
-	}
+	IdemGenScopePrefetchPlain(map, sel, n, fhash);
 	return n;
+}
+
+/*
+ * Start loading what a selection of ns for fhash will test in the stripes
+ * of ns's class, so that their cache misses overlap the claim's other
+ * work; nothing where no sealed generation of the class holds claims of
+ * ns, since the selection then reads no stripe (IdemGenScopeSelect).
+ */
+void
+IdemGenScopePrefetch(IdemGenMap *map, const IdemNamespace *ns, uint64 fhash)
+{
+	if (map != NULL && IdemGenScopeOf(map, ns)->nstriped > 0)
+		IdemGenStripePrefetch(ns->ttl_class, fhash);
 }

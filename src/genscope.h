@@ -16,5 +16,7 @@
 
 extern int	IdemGenScopeSelect(IdemGenMap *map, const IdemNamespace *ns,
 							   uint64 fhash, int *sel);
+extern void IdemGenScopePrefetch(IdemGenMap *map, const IdemNamespace *ns,
+								 uint64 fhash);
 
 #endif							/* IDEM_GENSCOPE_H */
