@@ -182,11 +182,14 @@ SELECT key, status, expired FROM idem_requests WHERE key = 'r-2';
 SELECT status, result FROM idem_begin('r-2', 'api');
 
 -- the purge takes finished records past their TTL, never a live lease,
--- even one whose record is past its TTL
+-- even one whose record is past its TTL.  The records are aged and purged
+-- in one transaction: the purge worker, live in this database, would
+-- otherwise take them first (it once did, and idem_purge() found none).
 SELECT owner AS o6 FROM idem_begin('r-6', 'api', lease => '1 hour') \gset
 SELECT owner AS o7 FROM idem_begin('r-7', 'api') \gset
 SELECT idem_complete('r-7', :'o7', '{"ok": true}', 'api');
 SELECT owner AS o8 FROM idem_begin('r-8', 'api', lease => '1 hour') \gset
+BEGIN;
 UPDATE idempotency.requests
    SET created_at = now() - interval '2 days',
        completed_at = CASE WHEN completed_at IS NOT NULL THEN now() - interval '2 days' END,
@@ -200,6 +203,7 @@ SELECT key, status, lease_expires_at > clock_timestamp() AS live_lease, expired
 SELECT count(*) AS requests_before FROM idempotency.requests \gset
 SELECT idem_purge() >= 2 AS purged;
 SELECT :requests_before - count(*) AS requests_purged FROM idempotency.requests;
+COMMIT;
 SELECT key, status FROM idem_requests WHERE namespace = 'api' ORDER BY key;
 -- the lease holder of r-6 can still finish it, and its result is replayed
 SELECT idem_complete('r-6', :'o6', '{"late": true}', 'api');
