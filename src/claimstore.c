@@ -190,10 +190,13 @@ IdemStoreCloseGenerations(IdemStore *store)
 
 	for (i = 0; i < store->nmade; i++)
 	{
-		IdemStoreRelClose(store->rels[store->made[i]]);
-		pfree(store->rels[store->made[i]]);
+		IdemStoreRel *r = store->rels[store->made[i]];
+
+		IdemStoreRelClose(r);
+		if (r < store->inline_rels || r >= store->inline_rels + IDEM_STORE_INLINE_RELS)
+			pfree(r);
 	}
-	if (store->rels != NULL)
+	if (store->rels != NULL && store->rels != store->inline_gens)
 	{
 		pfree(store->rels);
 		pfree(store->made);
@@ -202,6 +205,7 @@ IdemStoreCloseGenerations(IdemStore *store)
 	store->rels = NULL;
 	store->made = NULL;
 	store->nmade = 0;
+	store->ninline_rels = 0;
 	store->sel = NULL;
 	store->nsel = 0;
 	store->nrels = 0;
@@ -218,10 +222,20 @@ IdemStoreLoadMap(IdemStore *store)
 	store->map = IdemGenMapGet();
 	store->opens = store->map->opens;
 	store->nrels = store->map->ngens;
-	store->rels = palloc0(sizeof(IdemStoreRel *) * Max(store->nrels, 1));
-	store->made = palloc(sizeof(int) * Max(store->nrels, 1));
+	if (store->nrels <= IDEM_STORE_INLINE_GENS)
+	{
+		store->rels = store->inline_gens;
+		memset(store->rels, 0, sizeof(store->inline_gens));
+		store->made = store->inline_made;
+		store->sel = store->inline_sel;
+	}
+	else
+	{
+		store->rels = palloc0(sizeof(IdemStoreRel *) * store->nrels);
+		store->made = palloc(sizeof(int) * store->nrels);
+		store->sel = palloc(sizeof(int) * store->nrels);
+	}
 	store->nmade = 0;
-	store->sel = palloc(sizeof(int) * Max(store->nrels, 1));
 	store->nsel = 0;
 }
 
@@ -233,7 +247,13 @@ IdemStoreGenRel(IdemStore *store, int j)
 
 	if (r == NULL)
 	{
-		r = palloc0(sizeof(IdemStoreRel));
+		if (store->ninline_rels < IDEM_STORE_INLINE_RELS)
+		{
+			r = &store->inline_rels[store->ninline_rels++];
+			memset(r, 0, sizeof(IdemStoreRel));
+		}
+		else
+			r = palloc0(sizeof(IdemStoreRel));
 		r->gen = &store->map->gens[j];
 		r->gen_id = r->gen->id;
 		r->in_map = true;
@@ -280,6 +300,7 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 	store->rels = NULL;
 	store->made = NULL;
 	store->nmade = 0;
+	store->ninline_rels = 0;
 	store->sel = NULL;
 	store->nsel = 0;
 	store->nextra = 0;

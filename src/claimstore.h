@@ -19,6 +19,13 @@
 /* Indexes an IdemStore holds without allocating */
 #define IDEM_STORE_INLINE_INDEXES	4
 
+/*
+ * Generations a store keeps room for in itself, and store relations it
+ * makes there: a claim in a store of a few generations pallocs nothing
+ */
+#define IDEM_STORE_INLINE_GENS		8
+#define IDEM_STORE_INLINE_RELS		2
+
 /* What IdemStoreClaim decided */
 typedef enum IdemClaimOutcome
 {
@@ -74,6 +81,13 @@ typedef struct IdemStore
 	int			nmade;
 	int		   *sel;			/* the generations a look goes through */
 	int			nsel;
+	/* room for the arrays above, for a map of few generations */
+	IdemStoreRel *inline_gens[IDEM_STORE_INLINE_GENS];
+	int			inline_made[IDEM_STORE_INLINE_GENS];
+	int			inline_sel[IDEM_STORE_INLINE_GENS];
+	/* room for the first relations made */
+	IdemStoreRel inline_rels[IDEM_STORE_INLINE_RELS];
+	int			ninline_rels;
 	uint64		opens;			/* generations opened, as of the map */
 	int			nextra;			/* generations opened since map was read */
 	int			maxextra;
