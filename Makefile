@@ -4,6 +4,7 @@ EXTENSION = idempotency
 MODULE_big = idempotency
 OBJS = \
 	src/init/init.o \
+	src/init/guc.o \
 	src/base/args.o \
 	src/base/catoids.o \
 	src/base/inval.o \

@@ -39,16 +39,6 @@ extern Datum IdemArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what
 extern void IdemValidateName(const char *what, const char *name, int len, int max);
 extern void IdemCheckWritable(const char *funcname);
 
-/* Part initialisers, called once from _PG_init */
-extern void IdemCatalogInit(void);
-extern void IdemNamespaceInit(void);
-extern void IdemShmemInit(void);
-extern void IdemMachineInit(void);
-extern void IdemBindingInit(void);
-extern void IdemPurgeInit(void);
-extern void IdemWorkerInit(void);
-extern void IdemLauncherWake(void);
-
 #include "compat.h"
 #include "catoids.h"
 #include "inval.h"

@@ -42,4 +42,6 @@ extern Oid	IdemNamespaceGrantsRelation(void);
 extern void IdemCheckTablePrivilege(Oid relid, const char *table, AclMode mode,
 									const char *action);
 
+extern void IdemCatalogInit(void);
+
 #endif							/* IDEM_CATALOG_H */

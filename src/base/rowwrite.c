@@ -19,6 +19,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "compat.h"
 #include "rowwrite.h"
 
 /*
@@ -38,26 +39,9 @@ IdemRowWriteBegin(Relation rel, Bitmapset *updated_cols, ResultRelInfo **rri_out
 	rte->relid = RelationGetRelid(rel);
 	rte->relkind = RELKIND_RELATION;
 	rte->rellockmode = RowExclusiveLock;
-#if PG_VERSION_NUM >= 160000
-	{
-		List	   *perminfos = NIL;
-		RTEPermissionInfo *perminfo = addRTEPermissionInfo(&perminfos, rte);
-
-		perminfo->updatedCols = updated_cols;
-		ExecInitRangeTable(estate, list_make1(rte), perminfos);
-	}
-#else
-	rte->updatedCols = updated_cols;
-	ExecInitRangeTable(estate, list_make1(rte));
-#endif
+	IdemExecInitRangeTable(estate, rte, updated_cols);
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
-#if PG_VERSION_NUM >= 140000
-	estate->es_opened_result_relations = lappend(estate->es_opened_result_relations, rri);
-#else
-	estate->es_result_relations = rri;
-	estate->es_num_result_relations = 1;
-	estate->es_result_relation_info = rri;
-#endif
+	IdemExecSetResultRelation(estate, rri);
 	estate->es_output_cid = GetCurrentCommandId(true);
 	estate->es_snapshot = GetActiveSnapshot();
 	AfterTriggerBeginQuery();
@@ -120,19 +104,11 @@ IdemRowWriteUpdate(Relation rel, Bitmapset *updated_cols, TupleTableSlot *oldslo
 	TupleTableSlot *newslot;
 	bool		updated;
 
-#if PG_VERSION_NUM >= 160000
-	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1, NIL);
-#else
-	EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1);
-#endif
+	IdemEvalPlanQualInit(&epqstate, estate);
 	newslot = IdemRowWriteSlot(rel, estate, values, nulls);
 	ItemPointerSetInvalid(&newslot->tts_tid);
 	EvalPlanQualSetSlot(&epqstate, newslot);
-#if PG_VERSION_NUM >= 140000
-	ExecSimpleRelationUpdate(rri, estate, &epqstate, oldslot, newslot);
-#else
-	ExecSimpleRelationUpdate(estate, &epqstate, oldslot, newslot);
-#endif
+	IdemExecSimpleRelationUpdate(rri, estate, &epqstate, oldslot, newslot);
 	/* the update sets the slot's TID; a BEFORE trigger may have skipped it */
 	updated = ItemPointerIsValid(&newslot->tts_tid);
 	if (updated && written != NULL)

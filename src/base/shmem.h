@@ -1,6 +1,6 @@
 /*
  * shmem.h
- *	  The extension's shared memory, available with shared_preload_libraries.
+ *	  The extension's shared state, available with shared_preload_libraries.
  */
 #ifndef IDEM_SHMEM_H
 #define IDEM_SHMEM_H
@@ -19,6 +19,9 @@ typedef struct IdemSharedState
 
 extern IdemSharedState *idem_shared;
 
+extern Size IdemSharedStateSize(void);
+extern void IdemSharedStateRequest(void);
+extern void IdemSharedStateInit(void);
 extern bool IdemShmemReady(void);
 
 #endif							/* IDEM_SHMEM_H */

@@ -55,6 +55,7 @@
 #include "utils/timeout.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "spectoken.h"
 
 /* Our tokens have the top bit set; the slot number follows */
@@ -81,11 +82,7 @@ static uint32 idem_spec_seq = 0;
 static int
 IdemSpecTokenSlots(void)
 {
-#if PG_VERSION_NUM >= 150000
-	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
-#else
-	return 0;					/* MaxBackends is unknown at sizing time */
-#endif
+	return IdemAllProcSlots();	/* 0 where MaxBackends is unknown then */
 }
 
 /* Shared memory for the slots */

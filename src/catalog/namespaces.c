@@ -138,16 +138,6 @@ IdemNamespaceInvalidate(Oid relid)
 void
 IdemNamespaceInit(void)
 {
-	DefineCustomIntVariable("idempotency.default_ttl",
-							"TTL of a namespace created on first use.",
-							"Claims expire this long after they are made, unless their namespace was given another TTL with idem_namespace_define.",
-							&idem_default_ttl,
-							7 * SECS_PER_DAY,
-							1,
-							INT_MAX,
-							PGC_SUSET,
-							GUC_UNIT_S,
-							NULL, NULL, NULL);
 
 	RegisterXactCallback(IdemNamespaceXactCallback, NULL);
 	RegisterSubXactCallback(IdemNamespaceSubXactCallback, NULL);

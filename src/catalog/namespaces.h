@@ -56,4 +56,6 @@ extern const IdemNamespace *IdemNamespaceFindById(const IdemNamespace *nss, int 
 												 int32 nsid);
 extern uint64 IdemNamespaceCompact(void);
 
+extern void IdemNamespaceInit(void);
+
 #endif							/* IDEM_NAMESPACE_H */

@@ -108,10 +108,6 @@ static Oid	idem_grants_ns_relid = InvalidOid;	/* idempotency.namespaces */
 static bool idem_grants_statement_only = false; /* read in parallel mode */
 
 static bool IdemNsGrantEntryHeld(IdemNsGrantEntry *e, int priv);
-static void IdemNsGrantObjectAccess(ObjectAccessType access, Oid classId,
-									Oid objectId, int subId, void *arg);
-
-static object_access_hook_type prev_object_access = NULL;
 
 /*
  * The statement whose invalidation messages were last accepted: its start
@@ -166,8 +162,6 @@ IdemNsGrantInit(void)
 {
 	IdemInvalOnRelcache(IdemNsGrantInvalidate);
 	IdemInvalOnRoles(IdemNsGrantRolesChanged);
-	prev_object_access = object_access_hook;
-	object_access_hook = IdemNsGrantObjectAccess;
 }
 
 /* The privilege bit of its SQL name, or 0 */
@@ -784,13 +778,10 @@ IdemNsGrantDropRole(Oid role)
 				 errhint("Revoke them with idem_namespace_revoke(), or run DROP OWNED BY in this database.")));
 }
 
-/* object_access_hook: the drop of a role */
-static void
-IdemNsGrantObjectAccess(ObjectAccessType access, Oid classId, Oid objectId,
-						int subId, void *arg)
+/* For the object_access_hook (init.c): the drop of a role */
+void
+IdemNsGrantObjectAccess(ObjectAccessType access, Oid classId, Oid objectId)
 {
-	if (prev_object_access)
-		prev_object_access(access, classId, objectId, subId, arg);
 	if (access == OAT_DROP && classId == AuthIdRelationId)
 		IdemNsGrantDropRole(objectId);
 }

@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "access/attnum.h"
+#include "catalog/objectaccess.h"
 #include "nodes/nodes.h"
 #include "rewrite/rowsecurity.h"
 
@@ -28,5 +29,6 @@ extern bool IdemNamespacePrivilegeHeld(const char *name, int len, int priv);
 extern int	IdemNsGrantPolicyKind(RowSecurityPolicy *p, AttrNumber att_ns);
 extern void IdemNsGrantAfterUtility(Node *parsetree);
 extern void IdemNsGrantExecutorStart(void);
+extern void IdemNsGrantObjectAccess(ObjectAccessType access, Oid classId, Oid objectId);
 
 #endif							/* IDEM_NSGRANT_H */

@@ -31,22 +31,6 @@ int			idem_stats_max = 1000;
 static HTAB *idem_stats_hash = NULL;
 static bool idem_stats_full_warned = false;
 
-/* Define the statistics GUCs; only meaningful at preload time */
-void
-IdemStatsDefineGucs(void)
-{
-	DefineCustomIntVariable("idempotency.stats_max_namespaces",
-							"Number of namespaces whose statistics are kept in shared memory.",
-							"A hard limit: namespaces beyond it are not counted in idem_stats, and a warning says so.",
-							&idem_stats_max,
-							1000,
-							16,
-							1000000,
-							PGC_POSTMASTER,
-							0,
-							NULL, NULL, NULL);
-}
-
 /* Shared memory needed by the statistics hash */
 Size
 IdemStatsShmemSize(void)

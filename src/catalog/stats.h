@@ -60,7 +60,6 @@ IdemStatsAdd(IdemStatsEntry *entry, IdemStatCounter counter, int64 n)
 		pg_atomic_fetch_add_u64(&entry->counters[counter], (uint64) n);
 }
 
-extern void IdemStatsDefineGucs(void);
 extern Size IdemStatsShmemSize(void);
 extern void IdemStatsShmemInit(void);
 extern IdemStatsEntry *IdemStatsLookup(Oid dbid, Oid relid, int32 nsid);

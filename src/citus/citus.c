@@ -71,8 +71,6 @@ static int	idem_claim_nest_level = 0;
 /* this transaction's first claim has been checked */
 static bool idem_xact_checked = false;
 
-static ExecutorStart_hook_type prev_executor_start = NULL;
-static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* an internal table of ours was invalidated: Citus may have distributed it */
 static bool idem_xact_dist_check = false;
@@ -221,7 +219,7 @@ IdemCitusAnyRemote(Datum *relids, int n)
  * ExecutorStart: after a coordinator claim, no write to a distributed
  * table; and shard moves, for citusshard.c
  */
-static void
+void
 IdemCitusExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	/* a shard move's placement change: its claims move too */
@@ -247,18 +245,11 @@ IdemCitusExecutorStart(QueryDesc *queryDesc, int eflags)
 			IdemCitusRefuse();
 		pfree(written);
 	}
-	if (prev_executor_start)
-		prev_executor_start(queryDesc, eflags);
-	else
-		standard_ExecutorStart(queryDesc, eflags);
 }
 
 /* ProcessUtility: after a coordinator claim, no COPY into a distributed table */
-static void
-IdemCitusProcessUtility(PlannedStmt *pstmt, const char *queryString,
-						bool readOnlyTree, ProcessUtilityContext context,
-						ParamListInfo params, QueryEnvironment *queryEnv,
-						DestReceiver *dest, QueryCompletion *qc)
+void
+IdemCitusProcessUtility(PlannedStmt *pstmt)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 
@@ -272,12 +263,6 @@ IdemCitusProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		if (OidIsValid(relid) && IdemCitusAnyRemote(&rel, 1))
 			IdemCitusRefuse();
 	}
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context,
-							 params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
 }
 
 /*
@@ -359,10 +344,6 @@ IdemCitusInit(void)
 {
 	idem_citus_preloaded = shared_preload_libraries_string != NULL &&
 		strstr(shared_preload_libraries_string, "citus") != NULL;
-	prev_executor_start = ExecutorStart_hook;
-	ExecutorStart_hook = IdemCitusExecutorStart;
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = IdemCitusProcessUtility;
 	RegisterXactCallback(IdemCitusXactCallback, NULL);
 	RegisterSubXactCallback(IdemCitusSubXactCallback, NULL);
 	IdemInvalOnRelcache(IdemCitusRelcache);

@@ -7,7 +7,15 @@
 #ifndef IDEM_CITUS_H
 #define IDEM_CITUS_H
 
+#include "postgres.h"
+
+#include "executor/execdesc.h"
+#include "nodes/plannodes.h"
+
+
 extern void IdemCitusInit(void);
+extern void IdemCitusExecutorStart(QueryDesc *queryDesc, int eflags);
+extern void IdemCitusProcessUtility(PlannedStmt *pstmt);
 extern void IdemCitusCheckClaim(void);
 extern void IdemCitusCheckPlainClaim(const text *nsname);
 extern bool IdemCitusAsk(const char *sql, int nargs, Oid *argtypes, Datum *args);

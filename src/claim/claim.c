@@ -27,7 +27,6 @@
 #include "utils/timestamp.h"
 
 #include "base/base.h"
-#include "citus/citus.h"
 #include "claim.h"
 #include "store/store.h"
 #include "catalog/idem_catalog.h"
@@ -47,6 +46,23 @@ PG_FUNCTION_INFO_V1(idem_claimed_uuid);
 PG_FUNCTION_INFO_V1(idem_release_uuid);
 
 static Datum IdemClaimMany(FunctionCallInfo fcinfo, bool uuid_ids);
+
+/* citus/'s checks, registered at init */
+static IdemClaimCluster idem_claim_cluster;
+
+/* Register what a claim asks of a Citus cluster; called from _PG_init */
+void
+IdemClaimSetCluster(const IdemClaimCluster *cluster)
+{
+	idem_claim_cluster = *cluster;
+}
+
+/* A plain claim of nsname: refused where Citus wants the shard's claim */
+void
+IdemClaimCheckCluster(const text *nsname)
+{
+	idem_claim_cluster.check_plain_claim(nsname);
+}
 
 /*
  * The namespace privilege an action needs, from the table privilege it
@@ -124,7 +140,7 @@ IdemClaimOne(FunctionCallInfo fcinfo, bool uuid_id, bool nowait, const char *fun
 	IdemNamespace ns;
 
 	(void) IdemKeyArgs(fcinfo, uuid_id, funcname, ACL_INSERT, true, &key, &ns);
-	IdemCitusCheckPlainClaim(PG_GETARG_TEXT_PP(1));
+	IdemClaimCheckCluster(PG_GETARG_TEXT_PP(1));
 	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
 		fingerprint = PG_GETARG_TEXT_PP(2);
 	return IdemClaimKey(&key, &ns, fingerprint, nowait);
@@ -322,7 +338,7 @@ IdemClaimMany(FunctionCallInfo fcinfo, bool uuid_ids)
 	{
 		qsort(items, nelems, sizeof(IdemBatchItem), IdemBatchItemCompare);
 
-		IdemCitusCheckPlainClaim(nsname);
+		IdemClaimCheckCluster(nsname);
 		(void) IdemNamespaceGet(nsname, true, &ns);
 		IdemStoreOpen(&store, IDEM_OP_CLAIM, nelems > 1);
 		for (i = 0; i < nelems; i++)
@@ -460,8 +476,8 @@ IdemShardKeyArgs(FunctionCallInfo fcinfo, const char *funcname, AclMode mode,
 	IdemCheckWritable(funcname);
 	IdemCheckClaimsPrivilege(mode);
 	IdemCheckNamespacePrivilege(parent, IdemNsPrivilegeOfMode(mode));
-	IdemCitusShardEnter(shard);
-	IdemCitusShardNamespace(parent, shard, ns);
+	idem_claim_cluster.shard_enter(shard);
+	idem_claim_cluster.shard_namespace(parent, shard, ns);
 }
 
 /*

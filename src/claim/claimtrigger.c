@@ -30,8 +30,8 @@
 
 #include "base/base.h"
 #include "store/store.h"
-#include "citus/citus.h"
 #include "catalog/idem_catalog.h"
+#include "claim.h"
 
 PG_FUNCTION_INFO_V1(idem_claim_trigger);
 
@@ -228,7 +228,7 @@ idem_claim_trigger(PG_FUNCTION_ARGS)
 	IdemCheckClaimsPrivilege(ACL_INSERT);
 	IdemCheckNamespacePrivilege(nsname, IDEM_NSPRIV_CLAIM);
 
-	IdemCitusCheckPlainClaim(nsname);
+	IdemClaimCheckCluster(nsname);
 	(void) IdemNamespaceGet(nsname, true, &ns);
 	IdemStoreOpen(&store, IDEM_OP_CLAIM, false);
 	outcome = IdemStoreClaim(&store, &ns, &key.hdr, fingerprint, false);

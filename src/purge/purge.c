@@ -73,8 +73,6 @@
 #include "purge.h"
 #include "requests/requests.h"
 
-/* Smallest batch the purge shrinks to after lock timeouts */
-#define IDEM_PURGE_MIN_BATCH	100
 
 /* Pause between the passes of a generations-only round that left steps */
 #define IDEM_PURGE_RETRY_MS		200
@@ -115,38 +113,9 @@ PG_FUNCTION_INFO_V1(idem_purge_run);
 /* GUCs of a purge round */
 bool		idem_purge_enabled = true;
 int			idem_purge_max_runtime = 30000;
-static int	idem_purge_batch_size = 10000;
-static int	idem_purge_history = 1000;
-static bool idem_log_purge = false;
-
-/* Define the GUCs of a purge round */
-void
-IdemPurgeInit(void)
-{
-	DefineCustomBoolVariable("idempotency.purge_enabled",
-							 "Whether the background worker purges expired rows.",
-							 "Set per database (ALTER DATABASE ... SET) to pause the worker's rounds there alone.",
-							 &idem_purge_enabled, true,
-							 PGC_SUSET, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.purge_batch_size",
-							"Rows deleted per purge batch, each batch in its own transaction.",
-							"After a lock timeout the purge halves its batch, down to 100 rows, and grows it back afterwards.",
-							&idem_purge_batch_size, 10000, IDEM_PURGE_MIN_BATCH, 1000000,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.purge_max_runtime",
-							"Longest time one purge round may run in a database.",
-							"Every statement of a round, its VACUUM included, is cancelled when the time is up.",
-							&idem_purge_max_runtime, 30000, 100, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.purge_history",
-							"Purge runs kept in idempotency.purge_runs, per database.",
-							NULL, &idem_purge_history, 1000, 1, 1000000,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
-	DefineCustomBoolVariable("idempotency.log_purge",
-							 "Log every purged table, not just one line per round.",
-							 NULL, &idem_log_purge, false,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
-}
+int			idem_purge_batch_size = 10000;
+int			idem_purge_history = 1000;
+bool		idem_log_purge = false;
 
 /*
  * The one purge batch statement, for every target.  Its arguments: 1 the
@@ -277,7 +246,7 @@ IdemPurgeCountNamespaces(Datum nsarray)
 	pfree(ns);
 }
 
-#if PG_VERSION_NUM >= 140000
+#ifdef IDEM_HAVE_TID_RANGE_SCAN
 /*
  * A batch of the claims table, natively (claimstore.c): one WAL record per
  * row, where the equivalent statement locks each row before deleting it
@@ -326,7 +295,7 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 	int64		deleted = 0;
 	int64		seen = 0;
 
-#if PG_VERSION_NUM >= 140000
+#ifdef IDEM_HAVE_TID_RANGE_SCAN
 	if (target->is_claims)
 		return IdemPurgeClaimsBatch(batch, cursor, more);
 #endif
@@ -334,7 +303,7 @@ IdemPurgeBatch(IdemPurgeTarget *target, int batch, ItemPointer cursor, bool *mor
 	args[0] = PointerGetDatum(cursor);	/* tid is passed by reference */
 	args[1] = Int32GetDatum(batch);
 	args[2] = IntervalPGetDatum(&target->ttl);
-#if PG_VERSION_NUM >= 140000
+#ifdef IDEM_HAVE_TID_RANGE_SCAN
 	IdemPurgeWindowEnd(cursor, &window_end);
 #else
 	/* no TID range scan: a window would not bound the scan, only repeat it */
@@ -572,13 +541,8 @@ IdemPurgeVacuumClaims(TimestampTz deadline, MemoryContext cxt)
 		Portal		portal;
 		QueryCompletion qc;
 
-#if PG_VERSION_NUM >= 150000
-		plans = pg_plan_queries(pg_analyze_and_rewrite_fixedparams(raw, sql, NULL, 0, NULL),
+		plans = pg_plan_queries(IdemAnalyzeAndRewrite(raw, sql),
 								sql, CURSOR_OPT_PARALLEL_OK, NULL);
-#else
-		plans = pg_plan_queries(pg_analyze_and_rewrite(raw, sql, NULL, 0, NULL),
-								sql, CURSOR_OPT_PARALLEL_OK, NULL);
-#endif
 		IdemPurgeVacuumLikeAutovacuum();
 		pgstat_report_activity(STATE_RUNNING, sql);
 		portal = CreatePortal("", true, true);
@@ -1266,9 +1230,7 @@ idem_purge_run(PG_FUNCTION_ARGS)
 	{
 		MemoryContext oldcxt;
 
-#if PG_VERSION_NUM >= 140000
-		EnsurePortalSnapshotExists();
-#endif
+		IdemEnsurePortalSnapshot();
 		total += IdemPurgeGenerationsHere("procedure");
 		SPI_commit();
 		oldcxt = MemoryContextSwitchTo(cxt);
@@ -1291,9 +1253,7 @@ idem_purge_run(PG_FUNCTION_ARGS)
 				ResourceOwner oldowner = CurrentResourceOwner;
 
 				CHECK_FOR_INTERRUPTS();
-#if PG_VERSION_NUM >= 140000
-				EnsurePortalSnapshotExists();
-#endif
+				IdemEnsurePortalSnapshot();
 				BeginInternalSubTransaction(NULL);
 				MemoryContextSwitchTo(cxt);
 				PG_TRY();
@@ -1314,9 +1274,7 @@ idem_purge_run(PG_FUNCTION_ARGS)
 			total += result.rows;
 			if (result.rows > 0 || result.error != NULL)
 			{
-#if PG_VERSION_NUM >= 140000
-				EnsurePortalSnapshotExists();
-#endif
+				IdemEnsurePortalSnapshot();
 				IdemPurgeRecord(target, &result, "procedure");
 				SPI_commit();
 			}

@@ -10,7 +10,18 @@
 /* GUCs of a purge round, defined in purge.c */
 extern bool idem_purge_enabled;
 extern int	idem_purge_max_runtime;
+/* Smallest batch the purge shrinks to after lock timeouts */
+#define IDEM_PURGE_MIN_BATCH	100
+
+extern int	idem_purge_batch_size;
+extern int	idem_purge_history;
+extern bool idem_log_purge;
+extern int	idem_purge_interval;
 
 extern void IdemPurgeDatabaseRound(bool generations_only);
+
+/* The launcher (worker.c): registered from _PG_init, woken for a switch */
+extern void IdemWorkerInit(void);
+extern void IdemLauncherWake(void);
 
 #endif							/* IDEM_PURGE_H */

@@ -57,7 +57,7 @@ PGDLLEXPORT void IdemLauncherMain(Datum arg);
 PGDLLEXPORT void IdemPurgeWorkerMain(Datum arg);
 
 /* GUC: time between rounds; the round's own GUCs are in purge.c */
-static int	idem_purge_interval = 60;
+int			idem_purge_interval = 60;
 
 /*
  * How long past idempotency.purge_max_runtime the launcher lets a worker
@@ -73,10 +73,6 @@ IdemWorkerInit(void)
 {
 	BackgroundWorker worker;
 
-	DefineCustomIntVariable("idempotency.purge_interval",
-							"Time between purge rounds in each database.",
-							NULL, &idem_purge_interval, 60, 1, 86400,
-							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 	if (!process_shared_preload_libraries_in_progress || IsBinaryUpgrade)
 		return;

@@ -46,4 +46,6 @@ extern IdemBinding *IdemBindingGet(Oid relid, bool missing_ok);
 extern char *IdemBindingStatusText(IdemBinding *b, Datum value);
 extern Datum IdemBindingStatusDatum(IdemBinding *b, const char *state);
 
+extern void IdemBindingInit(void);
+
 #endif							/* IDEM_BINDING_H */

@@ -45,4 +45,6 @@ extern int	IdemMachineRequireState(const IdemMachine *m, const char *state, int 
 extern IdemCasOutcome IdemMachineStep(const IdemMachine *m, int from, int to);
 extern const char *IdemCasOutcomeName(IdemCasOutcome outcome);
 
+extern void IdemMachineInit(void);
+
 #endif							/* IDEM_MACHINE_H */

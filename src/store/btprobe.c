@@ -63,30 +63,7 @@ struct IdemBtreeFences
 	BlockNumber *block;			/* each leaf */
 };
 
-/* _bt_search took a snapshot (for old_snapshot_threshold) until 16, then the heap */
-#if PG_VERSION_NUM >= 160000
-#define IdemBtSearch(index, skey, buf)	_bt_search((index), NULL, (skey), (buf), BT_READ)
-#else
-#define IdemBtSearch(index, skey, buf)	_bt_search((index), (skey), (buf), BT_READ, NULL)
-#endif
-
-/* and _bt_get_endpoint a snapshot until 17 */
-#if PG_VERSION_NUM >= 170000
-#define IdemBtEndpoint(index, level)	_bt_get_endpoint((index), (level), false)
-#else
-#define IdemBtEndpoint(index, level)	_bt_get_endpoint((index), (level), false, NULL)
-#endif
-
-#if PG_VERSION_NUM < 150000
-#define BTPageGetOpaque(page) ((BTPageOpaque) PageGetSpecialPointer(page))
-#endif
-
-/* a page's level: a union member until 14 */
-#if PG_VERSION_NUM >= 140000
-#define IdemBtLevel(opaque)		((opaque)->btpo_level)
-#else
-#define IdemBtLevel(opaque)		((opaque)->btpo.level)
-#endif
+/* IdemBtSearch, IdemBtEndpoint, IdemBtLevel, BTPageGetOpaque: see compat.h */
 
 /* The first 8 bytes of a key, zero-padded, as an integer in byte order */
 static inline uint64

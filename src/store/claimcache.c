@@ -120,22 +120,6 @@ IdemClaimCacheInit(void)
 	RegisterSubXactCallback(IdemClaimCacheSubXactCallback, NULL);
 }
 
-/* Define the cache GUC; only meaningful at preload time */
-void
-IdemClaimCacheDefineGucs(void)
-{
-	DefineCustomIntVariable("idempotency.claim_cache_size",
-							"Number of recent claims whose location is cached in shared memory.",
-							"Each entry takes 8 bytes; 0 disables the cache.  Duplicates found in the cache skip the index descent.",
-							&idem_claim_cache_size,
-							1048576,
-							0,
-							INT_MAX / 2,
-							PGC_POSTMASTER,
-							0,
-							NULL, NULL, NULL);
-}
-
 /* Number of sets for a given number of slots: a power of two, maybe 0 */
 static uint64
 IdemClaimCacheSets(int slots)

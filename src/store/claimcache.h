@@ -28,7 +28,6 @@
 extern int	idem_claim_cache_size;
 
 extern void IdemClaimCacheInit(void);
-extern void IdemClaimCacheDefineGucs(void);
 extern Size IdemClaimCacheShmemSize(void);
 extern void IdemClaimCacheShmemInit(void);
 extern uint64 IdemClaimCacheHash(Relation heap, int32 nsid, const bytea *key);

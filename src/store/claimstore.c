@@ -93,7 +93,6 @@
 
 #include "btprobe.h"
 #include "base/base.h"
-#include "citus/citus.h"
 #include "claimcache.h"
 #include "claimkey.h"
 #include "claimstore.h"
@@ -147,6 +146,16 @@ typedef struct IdemProbe
 	bool		has_fp;
 	int64		fp;
 } IdemProbe;
+
+/* citus/'s check before a claim is written, registered at init */
+static void (*idem_store_claim_check) (void);
+
+/* Register the check a claim makes before it writes; from _PG_init */
+void
+IdemStoreSetClaimCheck(void (*check) (void))
+{
+	idem_store_claim_check = check;
+}
 
 /* Set up the indexes of a store relation whose layout is known */
 static void
@@ -264,7 +273,7 @@ IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk)
 	if (op == IDEM_OP_RELEASE || op == IDEM_OP_PURGE)
 		CheckCmdReplicaIdentity(store->heap, CMD_DELETE);
 	if (op == IDEM_OP_CLAIM)
-		IdemCitusCheckClaim();	/* not beside distributed writes on a coordinator */
+		idem_store_claim_check();	/* not beside distributed writes on a coordinator */
 
 	memset(&store->root, 0, sizeof(store->root));
 	store->root.opened = true;
@@ -1018,12 +1027,9 @@ IdemInsertSpeculative(IdemProbe *probe)
 
 		ivalues[cr->probe_key_col - 1] = PointerGetDatum(key);
 		ivalues[2 - cr->probe_key_col] = Int32GetDatum(ns->id);
-		conflict = !index_insert(r->indexes[0], ivalues, inulls,
-								 &tuple->t_self, r->heap, UNIQUE_CHECK_PARTIAL,
-#if PG_VERSION_NUM >= 140000
-								 false,
-#endif
-								 cr->rri->ri_IndexRelationInfo[0]);
+		conflict = !IdemIndexInsert(r->indexes[0], ivalues, inulls,
+									&tuple->t_self, r->heap, UNIQUE_CHECK_PARTIAL,
+									false, cr->rri->ri_IndexRelationInfo[0]);
 	}
 	else
 	{
@@ -1561,7 +1567,7 @@ IdemStoreRelease(IdemStore *store, IdemNamespace *ns, const bytea *key)
 	return released;
 }
 
-#if PG_VERSION_NUM >= 140000
+#ifdef IDEM_HAVE_TID_RANGE_SCAN
 /*
  * The purge's batch on the claims table: delete up to batch expired claims
  * after *cursor, in TID order, with a TID range scan and heap_delete, as

@@ -84,6 +84,12 @@ typedef struct IdemStore
 	TimestampTz now;			/* the transaction's now() */
 } IdemStore;
 
+/*
+ * The check a claim makes of a Citus cluster before it writes (citus/, a
+ * higher folder): registered at init.
+ */
+extern void IdemStoreSetClaimCheck(void (*check) (void));
+
 extern void IdemStoreOpen(IdemStore *store, IdemClaimOp op, bool bulk);
 extern void IdemStoreClose(IdemStore *store);
 extern IdemClaimOutcome IdemStoreClaim(IdemStore *store, IdemNamespace *ns,
@@ -123,7 +129,7 @@ IdemPurgeWindowFinish(ItemPointer cursor, ItemPointer end, BlockNumber nblocks)
 	return ItemPointerGetBlockNumberNoCheck(end) + 1 < nblocks;
 }
 
-#if PG_VERSION_NUM >= 140000
+#ifdef IDEM_HAVE_TID_RANGE_SCAN
 extern int64 IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss,
 								 int nns, int64 *counts, int batch,
 								 ItemPointer cursor, bool *more);

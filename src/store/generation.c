@@ -117,10 +117,7 @@ typedef struct IdemGenPendingFilter
 
 static List *idem_gen_pending = NIL;
 
-static bool IdemGenMaxClaimsCheck(int *newval, void **extra, GucSource source);
 
-static ProcessUtility_hook_type prev_process_utility = NULL;
-static ExecutorStart_hook_type prev_executor_start = NULL;
 
 /* OID of idempotency.claims, for the write hooks; InvalidOid if none */
 static Oid	idem_gen_root = InvalidOid;
@@ -172,16 +169,16 @@ IdemGenRootOid(void)
 }
 
 /*
- * A statement that writes idempotency.claims by hand (INSERT, UPDATE,
+ * Before a statement starts (init.c's ExecutorStart hook): a statement
+ * that writes idempotency.claims by hand (INSERT, UPDATE,
  * MERGE, in SQL or PL/pgSQL) may add claims of any namespace there: fill
  * its announcement bitmap (genfilter.c).  The statement holds its lock on
  * the table already, so the maintenance pass cannot empty the bitmap
  * between this and its writes.
  */
-static void
+void
 IdemGenExecutorStart(QueryDesc *queryDesc, int eflags)
 {
-	IdemNsGrantExecutorStart(); /* a statement: see IdemNsGrantsRefresh */
 	if ((eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0 &&
 		queryDesc->plannedstmt->resultRelations != NIL)
 	{
@@ -199,10 +196,6 @@ IdemGenExecutorStart(QueryDesc *queryDesc, int eflags)
 			}
 		}
 	}
-	if (prev_executor_start)
-		prev_executor_start(queryDesc, eflags);
-	else
-		standard_ExecutorStart(queryDesc, eflags);
 }
 
 /* Free a pending filter */
@@ -332,15 +325,14 @@ IdemGenXactCallback(XactEvent event, void *arg pg_attribute_unused())
 }
 
 /*
- * DROP EXTENSION idempotency: drop the generations first.  They inherit
+ * Before a utility statement (init.c's ProcessUtility hook): a COPY into
+ * the claims announces; DROP EXTENSION idempotency drops the generations
+ * first.  They inherit
  * from idempotency.claims but are not members of the extension (pg_dump
  * must dump their rows), so they would otherwise block the drop.
  */
-static void
-IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
-					  bool readOnlyTree, ProcessUtilityContext context,
-					  ParamListInfo params, QueryEnvironment *queryEnv,
-					  DestReceiver *dest, QueryCompletion *qc)
+void
+IdemGenProcessUtility(PlannedStmt *pstmt)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 
@@ -360,10 +352,6 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			IdemGenRootAnnounceAll();
 		}
 	}
-
-	/* a TRUNCATE may shorten a table in place: see IdemClaimCacheForgetLengths */
-	if (IsA(parsetree, TruncateStmt))
-		IdemClaimCacheForgetLengths();
 
 	if (IsA(parsetree, DropStmt) &&
 		((DropStmt *) parsetree)->removeType == OBJECT_EXTENSION)
@@ -408,50 +396,16 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			}
 		}
 	}
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context,
-							 params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-
-	/* DROP OWNED BY: the roles' namespace privileges too */
-	IdemNsGrantAfterUtility(parsetree);
 }
 
 /* Define the GUCs and register the callbacks; called from _PG_init */
 void
 IdemGenerationInit(void)
 {
-	DefineCustomIntVariable("idempotency.generation_min_ttl",
-							"Shortest TTL whose claims live in generations.",
-							"Claims of namespaces with shorter TTLs stay in idempotency.claims and are purged by deletion.",
-							&idem_generation_min_ttl,
-							10, 1, INT_MAX,
-							PGC_SUSET, GUC_UNIT_S,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.generations_per_ttl",
-							"Generations a TTL class opens per TTL.",
-							"More generations keep the store closer to its live claims, at the cost of more tables to look through.",
-							&idem_generations_per_ttl,
-							4, 1, 64,
-							PGC_SUSET, 0,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.generation_max_claims",
-							"Claims after which a class's open generation is switched, whatever its age.",
-							"Bounds the open generation's index, which every new claim inserts into; 0 switches by age alone.",
-							&idem_generation_max_claims,
-							250000, 0, INT_MAX,
-							PGC_SUSET, 0,
-							IdemGenMaxClaimsCheck, NULL, NULL);
 	IdemInvalOnRelcache(IdemGenMapInvalidate);
 	IdemInvalOnSchemas(IdemGenSchemasChanged);
 	RegisterXactCallback(IdemGenXactCallback, NULL);
 	RegisterSubXactCallback(IdemGenSubXactCallback, NULL);
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = IdemGenProcessUtility;
-	prev_executor_start = ExecutorStart_hook;
-	ExecutorStart_hook = IdemGenExecutorStart;
 }
 
 /*
@@ -459,7 +413,7 @@ IdemGenerationInit(void)
  * a smaller bound would make a busy class a table every few claims, and
  * run out of the shared slots (IDEM_GEN_SLOTS) that hold their filters
  */
-static bool
+bool
 IdemGenMaxClaimsCheck(int *newval, void **extra pg_attribute_unused(),
 					  GucSource source pg_attribute_unused())
 {

@@ -9,6 +9,9 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "executor/execdesc.h"
+#include "nodes/plannodes.h"
+#include "utils/guc.h"
 
 #include "genstripe.h"
 #include "catalog/idem_catalog.h"
@@ -80,6 +83,9 @@ typedef struct IdemGenMaintenance
 extern int	idem_generation_min_ttl;
 extern int	idem_generations_per_ttl;
 extern int	idem_generation_max_claims;
+extern void IdemGenExecutorStart(QueryDesc *queryDesc, int eflags);
+extern void IdemGenProcessUtility(PlannedStmt *pstmt);
+extern bool IdemGenMaxClaimsCheck(int *newval, void **extra, GucSource source);
 
 extern void IdemGenerationInit(void);
 extern IdemGenMap *IdemGenMapGet(void);

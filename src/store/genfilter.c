@@ -147,6 +147,16 @@ bool		idem_debug_legacy_filters = false;
 PG_FUNCTION_INFO_V1(idem_generation_filter);
 
 static IdemGenShared *idem_gen_shared = NULL;
+/* Wakes the launcher (purge/worker.c) for a wanted switch; set at init */
+static void (*idem_gen_wake_launcher) (void) = NULL;
+
+/* Register what wakes the launcher; called from _PG_init */
+void
+IdemGenSetLauncherWake(void (*wake) (void))
+{
+	idem_gen_wake_launcher = wake;
+}
+
 static int	idem_gen_ndbs = 0;		/* of the shared state, once sized */
 static IdemGenDb *idem_gen_mine = NULL; /* this database's, attached */
 static IdemGenDb *idem_gen_switching_db = NULL;	/* counted as switching there */
@@ -158,40 +168,6 @@ static int32 idem_count_gen = 0;
 static int	idem_count_slot = -1;
 static uint32 idem_count_pending = 0;
 static uint64 idem_count_limit = 0;
-
-/* Define the GUCs of the filters */
-void
-IdemGenFilterDefineGucs(void)
-{
-	DefineCustomIntVariable("idempotency.filter_memory",
-							"Shared memory for the filters of sealed claim generations.",
-							"A claim takes idempotency.filter_memory_bits_per_claim bits (filter_bits_per_claim after a restart, until its finer filter is rebuilt); a generation whose filter does not fit is probed through its index instead. Its pages are taken as filters fill them, unless the server uses huge pages.",
-							&idem_filter_memory_kb,
-							262144, 0, INT_MAX / 2,
-							PGC_POSTMASTER, GUC_UNIT_KB,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.filter_bits_per_claim",
-							"Bits per claim of the filter built when a generation is sealed.",
-							"10 bits give about 1% false positives, 12 about 0.4%, 16 about 0.1%; a false positive costs one index probe of that generation.",
-							&idem_filter_bits_per_claim,
-							12, 2, 64,
-							PGC_SIGHUP, 0,
-							NULL, NULL, NULL);
-	DefineCustomIntVariable("idempotency.filter_memory_bits_per_claim",
-							"Bits per claim of the filter a seal leaves in shared memory.",
-							"When above idempotency.filter_bits_per_claim, the seal also builds this finer filter and loads it when its transaction commits; after a restart the purge worker rebuilds it, a few generations a round, and a standby keeps the stored filter. With the 8 hashes stripes use, 20 bits give about 0.03% false positives, 28 about 0.005%.",
-							&idem_filter_memory_bits_per_claim,
-							28, 0, 64,
-							PGC_SIGHUP, 0,
-							NULL, NULL, NULL);
-	DefineCustomBoolVariable("idempotency.debug_legacy_filters",
-							 "Seals generations with filters as version 1.0 built them.",
-							 "Double-hashed bit positions and no finer filter: for tests of what a cluster upgraded from 1.0 holds.",
-							 &idem_debug_legacy_filters,
-							 false,
-							 PGC_SUSET, GUC_NOT_IN_SAMPLE,
-							 NULL, NULL, NULL);
-}
 
 /*
  * Database entries of the shared state: one per backend that may claim,
@@ -1118,7 +1094,8 @@ IdemGenWantSwitch(void)
 		return;
 	pg_atomic_write_u32(&db->switch_wanted, 1);
 	pg_memory_barrier();
-	IdemLauncherWake();
+	if (idem_gen_wake_launcher)
+		idem_gen_wake_launcher();
 }
 
 /*

@@ -88,7 +88,6 @@ extern int	idem_filter_bits_per_claim;
 extern int	idem_filter_memory_bits_per_claim;
 extern bool idem_debug_legacy_filters;
 
-extern void IdemGenFilterDefineGucs(void);
 extern Size IdemGenFilterShmemSize(void);
 extern void IdemGenFilterShmemInit(void);
 
@@ -127,6 +126,7 @@ extern void IdemGenCountClaim(int slot, int32 gen_id, uint64 limit);
 extern void IdemGenCountFlushPending(void);
 extern uint64 IdemGenSlotClaims(int slot, int32 gen_id);
 extern void IdemGenWantSwitch(void);
+extern void IdemGenSetLauncherWake(void (*wake) (void));
 extern Oid	IdemGenNextSwitchWanted(int *cursor);
 extern void IdemGenRootAnnounce(int32 nsid);
 extern void IdemGenRootAnnounceAll(void);

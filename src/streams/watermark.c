@@ -433,17 +433,8 @@ IdemWmUpdatePlain(IdemWmSeek *ws, Datum *values, bool *nulls)
 	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 	/* a command id of our own, as rowseek.c writes under */
 	CommandCounterIncrement();
-#if PG_VERSION_NUM >= 160000
-	{
-		TU_UpdateIndexes update_indexes;
-
-		result = heap_update(rel, &otid, newtup, GetCurrentCommandId(true), InvalidSnapshot,
-							 true, &tmfd, &lockmode, &update_indexes);
-	}
-#else
-	result = heap_update(rel, &otid, newtup, GetCurrentCommandId(true), InvalidSnapshot,
-						 true, &tmfd, &lockmode);
-#endif
+	result = IdemHeapUpdate(rel, &otid, newtup, GetCurrentCommandId(true), InvalidSnapshot,
+							true, &tmfd, &lockmode);
 	if (result != TM_Ok)
 	{
 		heap_freetuple(newtup);
@@ -460,13 +451,8 @@ IdemWmUpdatePlain(IdemWmSeek *ws, Datum *values, bool *nulls)
 
 		ivalues[0] = values[IDEM_WM_STREAM - 1];
 		ivalues[1] = values[IDEM_WM_PARTITION - 1];
-#if PG_VERSION_NUM >= 140000
-		(void) index_insert(ws->index, ivalues, inulls, &newtup->t_self, rel,
-							UNIQUE_CHECK_YES, true, BuildIndexInfo(ws->index));
-#else
-		(void) index_insert(ws->index, ivalues, inulls, &newtup->t_self, rel,
-							UNIQUE_CHECK_YES, BuildIndexInfo(ws->index));
-#endif
+		(void) IdemIndexInsert(ws->index, ivalues, inulls, &newtup->t_self, rel,
+							   UNIQUE_CHECK_YES, true, BuildIndexInfo(ws->index));
 	}
 	heap_freetuple(newtup);
 	return TM_Ok;
