@@ -89,6 +89,22 @@ IdemRowSeekWait(IdemRowSeek *seek)
  * Run the loop described above until the caller's decision has been made
  * to stick; see IdemRowResult for how it ends.
  */
+/*
+ * Under a transaction snapshot: does the snapshot (with all of our own
+ * changes) still see a row for the key that the dirty probe no longer
+ * finds?  Then a transaction that committed after the snapshot removed
+ * it, and an UPDATE or DELETE would fail to serialize.  The caller's
+ * vanished callback probes again under that snapshot.
+ */
+static bool
+IdemRowSeekVanished(IdemRowSeek *seek)
+{
+	SnapshotData snap = *GetTransactionSnapshot();
+
+	snap.curcid = InvalidCommandId;
+	return seek->vanished(seek, &snap);
+}
+
 IdemRowResult
 IdemRowSeekRun(IdemRowSeek *seek)
 {
@@ -106,7 +122,7 @@ IdemRowSeekRun(IdemRowSeek *seek)
 		if (!seek->probe(seek))
 		{
 			if (!deleted && seek->vanished != NULL &&
-				IsolationUsesXactSnapshot() && seek->vanished(seek))
+				IsolationUsesXactSnapshot() && IdemRowSeekVanished(seek))
 				seek->conflict(seek);
 			if (seek->absent == NULL || seek->absent(seek))
 				return deleted ? IDEM_ROW_DELETED : IDEM_ROW_ABSENT;

@@ -46,8 +46,11 @@ struct IdemRowSeek
 	IdemRowAction (*decide) (IdemRowSeek *seek);
 	/* act on the key's absence; false if a race was lost (seek again) */
 	bool		(*absent) (IdemRowSeek *seek);
-	/* NULL, or: does the transaction snapshot still see a row for the key? */
-	bool		(*vanished) (IdemRowSeek *seek);
+	/*
+	 * NULL, or: does snap, the transaction snapshot with all of our own
+	 * changes (IdemRowSeekRun makes it), still see a row for the key?
+	 */
+	bool		(*vanished) (IdemRowSeek *seek, Snapshot snap);
 	/* raise the serialization failure of an unseen or moved row */
 	void		(*conflict) (IdemRowSeek *seek) pg_attribute_noreturn();
 	TupleTableSlot *lockslot;	/* receives the locked row, for LOCK */

@@ -317,20 +317,11 @@ IdemCasProbe(IdemRowSeek *seek)
 	return true;
 }
 
-/*
- * The seek's vanished test, under a transaction snapshot: does the snapshot
- * (with all of our own changes) still see a row the dirty probe no longer
- * finds?  Then a transaction that committed after the snapshot removed it,
- * and an UPDATE would fail to serialize.
- */
+/* The seek's vanished test (rowseek.c): the row under snap */
 static bool
-IdemCasVanished(IdemRowSeek *seek)
+IdemCasVanished(IdemRowSeek *seek, Snapshot snap)
 {
-	IdemCasSeek *cs = (IdemCasSeek *) seek;
-	SnapshotData snap = *GetTransactionSnapshot();
-
-	snap.curcid = InvalidCommandId;
-	return IdemCasIndexScan(cs, &snap, seek->lockslot);
+	return IdemCasIndexScan((IdemCasSeek *) seek, snap, seek->lockslot);
 }
 
 /* The seek's decision: the machine's verdict on the row found */

@@ -1195,19 +1195,15 @@ IdemClaimAbsent(IdemRowSeek *seek)
 }
 
 /*
- * A release's vanished test, under a transaction snapshot: the snapshot
- * (with all of our own changes) still sees a live claim that a transaction
- * committed since removed, so a DELETE would fail to serialize.  An expired
- * claim counts as absent either way.
+ * A release's vanished test (rowseek.c): a live claim under snap.  An
+ * expired claim counts as absent either way.
  */
 static bool
-IdemReleaseVanished(IdemRowSeek *seek)
+IdemReleaseVanished(IdemRowSeek *seek, Snapshot snap)
 {
 	IdemProbe  *probe = (IdemProbe *) seek;
-	SnapshotData snap = *GetTransactionSnapshot();
 
-	snap.curcid = InvalidCommandId;
-	IdemProbeKey(probe->rel, probe->ns->id, probe->key, &snap, probe);
+	IdemProbeKey(probe->rel, probe->ns->id, probe->key, snap, probe);
 	return probe->found && !IdemProbeExpired(probe->store, probe->ns, probe);
 }
 

@@ -290,15 +290,11 @@ IdemWmProbe(IdemRowSeek *seek)
 	return true;
 }
 
-/* The seek's vanished test: does our snapshot still see a removed row? */
+/* The seek's vanished test (rowseek.c): the row under snap */
 static bool
-IdemWmVanished(IdemRowSeek *seek)
+IdemWmVanished(IdemRowSeek *seek, Snapshot snap)
 {
-	IdemWmSeek *ws = (IdemWmSeek *) seek;
-	SnapshotData snap = *GetTransactionSnapshot();
-
-	snap.curcid = InvalidCommandId;
-	return IdemWmIndexScan(ws, &snap);
+	return IdemWmIndexScan((IdemWmSeek *) seek, snap);
 }
 
 /* A zombie's call: refused */
