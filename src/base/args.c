@@ -25,9 +25,14 @@ IdemArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what)
 	return PG_GETARG_DATUM(argno);
 }
 
-/* Check a name (a machine, a state, a token scope): not empty, within max */
+/*
+ * The one length check of a name or an id: not empty, within max bytes.
+ * what names it when empty, long_what when too long; the detail quotes
+ * the start of value, or, when value is NULL, names it subject.
+ */
 void
-IdemValidateName(const char *what, const char *name, int len, int max)
+IdemCheckLength(int len, int max, const char *what, const char *long_what,
+				const char *subject, const char *value)
 {
 	if (len == 0)
 		ereport(ERROR,
@@ -36,9 +41,19 @@ IdemValidateName(const char *what, const char *name, int len, int max)
 	if (len > max)
 		ereport(ERROR,
 				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("%s is too long", what),
+				 errmsg("%s is too long", long_what),
+				 value != NULL ?
 				 errdetail("\"%.*s...\" is %d bytes long; the limit is %d bytes.",
-						   20, name, len, max)));
+						   20, value, len, max) :
+				 errdetail("The %s is %d bytes long; the limit is %d bytes.",
+						   subject, len, max)));
+}
+
+/* Check a name (a machine, a state, a token scope): not empty, within max */
+void
+IdemValidateName(const char *what, const char *name, int len, int max)
+{
+	IdemCheckLength(len, max, what, what, NULL, name);
 }
 
 /*

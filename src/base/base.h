@@ -36,6 +36,9 @@
 
 /* Argument checks shared by the SQL functions */
 extern Datum IdemArgNotNull(FunctionCallInfo fcinfo, int argno, const char *what);
+extern void IdemCheckLength(int len, int max, const char *what,
+							const char *long_what, const char *subject,
+							const char *value);
 extern void IdemValidateName(const char *what, const char *name, int len, int max);
 extern void IdemCheckWritable(const char *funcname);
 

@@ -148,18 +148,8 @@ IdemNamespaceInit(void)
 static void
 IdemValidateNamespaceLength(const text *name)
 {
-	int			len = VARSIZE_ANY_EXHDR(name);
-
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("namespace must not be empty")));
-	if (len > IDEM_MAX_NAMESPACE_BYTES)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("namespace name is too long"),
-				 errdetail("The name is %d bytes long; the limit is %d bytes.",
-						   len, IDEM_MAX_NAMESPACE_BYTES)));
+	IdemCheckLength(VARSIZE_ANY_EXHDR(name), IDEM_MAX_NAMESPACE_BYTES,
+					"namespace", "namespace name", "name", NULL);
 }
 
 /*

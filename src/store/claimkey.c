@@ -83,18 +83,7 @@ IdemParseUuid(const char *s, int len, unsigned char *out)
 static void
 IdemValidateId(const text *id, const char *what)
 {
-	int			len = VARSIZE_ANY_EXHDR(id);
-
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be empty", what)));
-	if (len > IDEM_MAX_ID_BYTES)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("%s is too long", what),
-				 errdetail("The %s is %d bytes long; the limit is %d bytes.",
-						   what, len, IDEM_MAX_ID_BYTES)));
+	IdemCheckLength(VARSIZE_ANY_EXHDR(id), IDEM_MAX_ID_BYTES, what, what, what, NULL);
 }
 
 /* Encode a validated id of len bytes into key */
