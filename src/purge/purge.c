@@ -595,11 +595,7 @@ IdemPurgeTargetInBatches(IdemPurgeTarget *target, TimestampTz deadline,
 		result->resume = cursor;
 
 		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
+		IdemPurgeReloadConfig();
 		if (!idem_purge_enabled || GetCurrentTimestamp() >= deadline)
 		{
 			result->resumable = true;
@@ -975,15 +971,7 @@ IdemPurgeDatabaseRound(bool generations_only)
 	{
 		if (GetCurrentTimestamp() >= deadline)
 			break;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 IDEM_PURGE_RETRY_MS, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
+		IdemPurgeWait(IDEM_PURGE_RETRY_MS);
 		if (!idem_purge_enabled)
 			break;
 	}

@@ -24,4 +24,8 @@ extern void IdemPurgeDatabaseRound(bool generations_only);
 extern void IdemWorkerInit(void);
 extern void IdemLauncherWake(void);
 
+/* The waits of the launcher and of a round (worker.c) */
+extern void IdemPurgeReloadConfig(void);
+extern void IdemPurgeWait(long ms);
+
 #endif							/* IDEM_PURGE_H */

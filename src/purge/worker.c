@@ -120,21 +120,35 @@ IdemLauncherDatabases(MemoryContext cxt)
 	return dbs;
 }
 
-/* Wait on the latch up to ms, handling SIGHUP; false on SIGTERM */
-static bool
-IdemLauncherSleep(long ms)
+/* Take in the configuration file again if SIGHUP asked; launcher and rounds */
+void
+IdemPurgeReloadConfig(void)
 {
-	if (ShutdownRequestPending)
-		return false;
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 ms, PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
-	CHECK_FOR_INTERRUPTS();
 	if (ConfigReloadPending)
 	{
 		ConfigReloadPending = false;
 		ProcessConfigFile(PGC_SIGHUP);
 	}
+}
+
+/* Wait on the latch up to ms, then take in interrupts and SIGHUP */
+void
+IdemPurgeWait(long ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	IdemPurgeReloadConfig();
+}
+
+/* The launcher's sleep of up to ms; false on SIGTERM */
+static bool
+IdemLauncherSleep(long ms)
+{
+	if (ShutdownRequestPending)
+		return false;
+	IdemPurgeWait(ms);
 	return !ShutdownRequestPending;
 }
 
