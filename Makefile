@@ -21,6 +21,7 @@ OBJS = \
 	src/store/claimkey.o \
 	src/store/claimrel.o \
 	src/store/claimstore.o \
+	src/store/filter.o \
 	src/store/generation.o \
 	src/store/genfilter.o \
 	src/store/genscope.o \

@@ -97,9 +97,8 @@
 #include "claimkey.h"
 #include "claimstore.h"
 #include "generation.h"
+#include "filter.h"
 #include "genfilter.h"
-#include "genscope.h"
-#include "genstripe.h"
 #include "catalog/idem_catalog.h"
 
 /* What a look at the relations other than a claim's target found */
@@ -501,13 +500,13 @@ IdemStoreScan(IdemStore *store, IdemNamespace *ns, uint64 fhash)
 {
 	IdemStoreCatchUp(store);
 	store->nsel = store->map == NULL ? 0 :
-		IdemGenScopeSelect(store->map, ns, fhash, store->sel);
+		IdemFilterSelect(store->map, ns, fhash, store->sel);
 	return store->nsel + 1 + store->nextra;
 }
 
 /*
  * The i-th relation of a look: the generations that may hold the claim
- * (genscope.c), then the claims table, then the generations opened since
+ * (filter.c), then the claims table, then the generations opened since
  * the store's map was read
  */
 static inline IdemStoreRel *
@@ -731,15 +730,9 @@ static bool
 IdemStoreRelMayHold(IdemStore *store, IdemStoreRel *r, IdemNamespace *ns,
 					uint64 fhash)
 {
-	IdemGeneration *g = r->gen;
-
-	if (g == NULL)
-		return IdemGenRootMayHold(ns->id);
-	if (r->opened && r->gone)
+	if (r->gen != NULL && r->opened && r->gone)
 		return false;
-	if (g->state == IDEM_GEN_SEALED)
-		return IdemGenSealedMayHold(g, ns, store->now, fhash);
-	return IdemGenMayHoldNamespace(g->slot, g->id, ns->id);
+	return IdemFilterMayHold(r->gen, ns, store->now, fhash);
 }
 
 /*
@@ -1320,7 +1313,7 @@ IdemStoreClaimRow(IdemStore *store, IdemNamespace *ns, const bytea *key,
 
 	target = IdemStoreTarget(store, ns);
 	IdemProbeInit(&probe, store, ns, key, XLTW_InsertIndex);
-	IdemGenStripePrefetch(IdemGenClassOf(ns), probe.fhash);
+	IdemFilterPrefetch(ns, probe.fhash);
 	IdemProbeAt(&probe, target);
 	probe.row = *row;
 	probe.want_fp = check_fp && row->has_fp;

@@ -16,6 +16,7 @@
 #include "genfilter.h"
 #include "genscope.h"
 #include "genstripe.h"
+#include "filter.h"
 #include "btprobe.h"
 
 #endif							/* IDEM_STORE_H */
