@@ -23,6 +23,8 @@ OBJS = \
 	src/store/claimstore.o \
 	src/store/filter.o \
 	src/store/generation.o \
+	src/store/bloom.o \
+	src/store/gendb.o \
 	src/store/genfilter.o \
 	src/store/genscope.o \
 	src/store/genstripe.o \

@@ -2,6 +2,9 @@
  * genfilter.c
  *	  Shared state of the claim generations: the "definitely absent" filters
  *	  of sealed generations and the namespaces announced in open ones.
+ *	  This file holds the shared slots and the arena that the filters are
+ *	  placed in (a first-fit allocator); the Bloom filters' mathematics is
+ *	  bloom.c's, the per-database entries gendb.c's.
  *
  * Claims live in generations (generation.c).  A claim of a new id must
  * know that no other live generation holds its id, without a btree descent
@@ -80,64 +83,8 @@
 #include "utils/memutils.h"
 
 #include "base/base.h"
-#include "genfilter.h"
+#include "genfilter_int.h"
 #include "genstripe.h"
-
-/* One generation's shared state */
-typedef struct IdemGenSlot
-{
-	pg_atomic_uint64 key;		/* database << 32 | generation id; 0: free */
-	pg_atomic_uint32 ready;		/* 0, or the load's number: see IdemGenFilterTest */
-	uint64		offset;			/* of the filter in the arena, in bytes */
-	uint32		nblocks;
-	int			nhashes;
-	bool		fine;			/* the finer filter of a seal, not the stored one */
-	bool		fine_failed;	/* a finer one did not fit: keep the stored one */
-	int			stripe_ref;		/* its finer filter's stripe lane, or IDEM_STRIPE_NO_LANE */
-	pg_atomic_uint64 claims;	/* inserted by our claims: see IdemGenCountClaim */
-	bool		ns_unknown;		/* made full, not knowing what it held */
-	pg_atomic_uint64 nsbits[IDEM_GEN_NS_WORDS];
-} IdemGenSlot;
-
-/*
- * One database's shared state beside its generations'.  Made when a
- * backend of the database first needs it, and kept while a backend that
- * read it is alive (attached): a claimer compares the count of opens it
- * read with the count now, so the entry it read must be the one it reads
- * again.  An entry no backend is attached to, and with no switch in
- * flight, may be taken by another database (IdemGenDbGet); its database
- * then gets a fresh one: a full root bitmap, and a count of opens that no
- * backend has read.
- */
-typedef struct IdemGenDb
-{
-	pg_atomic_uint32 dbid;		/* 0: free */
-	pg_atomic_uint32 attached;	/* backends that got it: see IdemGenDbGet */
-	pg_atomic_uint64 left_at;	/* db_clock when the last one detached */
-	pg_atomic_uint64 opens;		/* generations opened: see IdemGenOpensRead */
-	pg_atomic_uint32 switching; /* transactions that opened one, in flight */
-	pg_atomic_uint32 switch_wanted; /* an open one reached its size bound */
-	pg_atomic_uint64 rootbits[IDEM_GEN_NS_WORDS];	/* idempotency.claims */
-} IdemGenDb;
-
-/*
- * Database entries beyond one per backend (MaxBackends): a backend is
- * attached to one entry at most, so there is always one to take; the
- * spare ones keep the root bitmaps of databases idle for a while
- */
-#define IDEM_GEN_DB_SPARE			16
-
-/* The whole shared state; the arena follows, cache-line aligned */
-typedef struct IdemGenShared
-{
-	LWLock	   *lock;			/* taken to create, load or free a slot */
-	uint64		arena_size;
-	uint32		loads;			/* filters loaded: each load's number */
-	int			ndbs;			/* entries in dbs */
-	pg_atomic_uint64 db_clock;	/* ticks at each detach: the entries' age */
-	IdemGenSlot slots[IDEM_GEN_SLOTS];
-	IdemGenDb	dbs[FLEXIBLE_ARRAY_MEMBER];
-} IdemGenShared;
 
 int			idem_filter_memory_kb = 262144;
 int			idem_filter_bits_per_claim = 12;
@@ -146,35 +93,16 @@ bool		idem_debug_legacy_filters = false;
 
 PG_FUNCTION_INFO_V1(idem_generation_filter);
 
-static IdemGenShared *idem_gen_shared = NULL;
-/* Wakes the launcher (purge/worker.c) for a wanted switch; set at init */
-static void (*idem_gen_wake_launcher) (void) = NULL;
-
-/* Register what wakes the launcher; called from _PG_init */
-void
-IdemGenSetLauncherWake(void (*wake) (void))
-{
-	idem_gen_wake_launcher = wake;
-}
-
+IdemGenShared *idem_gen_shared = NULL;
 static int	idem_gen_ndbs = 0;		/* of the shared state, once sized */
-static IdemGenDb *idem_gen_mine = NULL; /* this database's, attached */
-static IdemGenDb *idem_gen_switching_db = NULL;	/* counted as switching there */
-static char *idem_gen_arena = NULL;
-
-/* Claims this backend inserted into one open generation, not yet counted */
-#define IDEM_GEN_COUNT_BATCH	64
-static int32 idem_count_gen = 0;
-static int	idem_count_slot = -1;
-static uint32 idem_count_pending = 0;
-static uint64 idem_count_limit = 0;
+char	   *idem_gen_arena = NULL;
 
 /*
  * Database entries of the shared state: one per backend that may claim,
  * and spares.  Computed once, so that the size the postmaster asked for
  * is the one it creates.
  */
-static int
+int
 IdemGenDbCount(void)
 {
 	if (idem_gen_ndbs == 0)
@@ -250,69 +178,6 @@ IdemGenFilterShmemInit(void)
 	}
 }
 
-/* The hash of a claim's identity that filters are built on */
-uint64
-IdemFilterHash(int32 nsid, const bytea *key)
-{
-	return hash_bytes_extended((const unsigned char *) VARDATA_ANY(key),
-							   VARSIZE_ANY_EXHDR(key),
-							   (uint64) (uint32) nsid * UINT64CONST(0x9E3779B97F4A7C15) + 1);
-}
-
-/* Size a filter for nclaims claims at bits_per_claim bits each */
-void
-IdemFilterInit(IdemFilter *filter, uint64 nclaims, int bits_per_claim)
-{
-	uint64		bits = Max(nclaims, 1) * (uint64) bits_per_claim;
-	uint64		nblocks = (bits + IDEM_FILTER_BLOCK_BYTES * 8 - 1) / (IDEM_FILTER_BLOCK_BYTES * 8);
-
-	/* ln 2 * bits per claim hashes minimise false positives */
-	filter->nhashes = Max(1, Min(16, (int) (bits_per_claim * 0.69 + 0.5)));
-	if (!idem_debug_legacy_filters)
-		filter->nhashes |= IDEM_FILTER_MIXED;
-	filter->nblocks = (uint32) Min(nblocks, (uint64) (MaxAllocHugeSize / IDEM_FILTER_BLOCK_BYTES));
-	filter->bits = palloc_extended((Size) filter->nblocks * IDEM_FILTER_BLOCK_BYTES,
-								   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-}
-
-/* Add a claim's hash to a filter */
-void
-IdemFilterAdd(IdemFilter *filter, uint64 hash)
-{
-	uint64	   *block = filter->bits + (Size) IdemFilterBlock(hash, filter->nblocks) * 8;
-	bool		mixed = (filter->nhashes & IDEM_FILTER_MIXED) != 0;
-	int			k = filter->nhashes & IDEM_FILTER_HASHES_MASK;
-	uint64		w = IdemFilterMix(hash);
-	int			i;
-
-	for (i = 0; i < k; i++)
-	{
-		uint32		bit = IdemFilterBit(hash, &w, i, mixed);
-
-		block[bit >> 6] |= UINT64CONST(1) << (bit & 63);
-	}
-}
-
-/* May the filter contain hash?  false means definitely not */
-bool
-IdemFilterMayContain(const uint64 *bits, uint32 nblocks, int nhashes, uint64 hash)
-{
-	const uint64 *block = bits + (Size) IdemFilterBlock(hash, nblocks) * 8;
-	bool		mixed = (nhashes & IDEM_FILTER_MIXED) != 0;
-	int			k = nhashes & IDEM_FILTER_HASHES_MASK;
-	uint64		w = IdemFilterMix(hash);
-	int			i;
-
-	for (i = 0; i < k; i++)
-	{
-		uint32		bit = IdemFilterBit(hash, &w, i, mixed);
-
-		if ((block[bit >> 6] & (UINT64CONST(1) << (bit & 63))) == 0)
-			return false;
-	}
-	return true;
-}
-
 /* Is there shared memory for filters (shared_preload_libraries)? */
 bool
 IdemGenFiltersShared(void)
@@ -320,12 +185,6 @@ IdemGenFiltersShared(void)
 	return idem_gen_shared != NULL && idem_gen_shared->arena_size > 0;
 }
 
-/* The slot key of generation gen_id of this database */
-static inline uint64
-IdemGenSlotKey(int32 gen_id)
-{
-	return ((uint64) MyDatabaseId << 32) | (uint32) gen_id;
-}
 
 /*
  * The slot of generation gen_id of this database, or -1.  With create, a
@@ -383,7 +242,7 @@ IdemGenSlotFind(int32 gen_id, bool create, bool fresh)
 }
 
 /* Free a slot; the caller holds the lock.  Freeing is always safe */
-static void
+void
 IdemGenSlotFreeAt(int i)
 {
 	IdemGenSlot *s = &idem_gen_shared->slots[i];
@@ -438,39 +297,6 @@ IdemGenSlotSweep(const int32 *live, int nlive)
 	LWLockRelease(idem_gen_shared->lock);
 }
 
-/* Is slot still generation gen_id's, of this database? */
-static inline bool
-IdemGenSlotIs(int slot, int32 gen_id)
-{
-	return slot >= 0 &&
-		pg_atomic_read_u64(&idem_gen_shared->slots[slot].key) == IdemGenSlotKey(gen_id);
-}
-
-/* Set namespace nsid's bit in a bitmap, writing only if it is not set yet */
-static inline void
-IdemBitmapAnnounce(pg_atomic_uint64 *words, int32 nsid)
-{
-	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
-	pg_atomic_uint64 *word = &words[bit / 64];
-
-	/* set once by the first claimer: no write to a line every backend reads */
-	if ((pg_atomic_read_u64(word) & (UINT64CONST(1) << (bit % 64))) != 0)
-	{
-		pg_memory_barrier();
-		return;
-	}
-	(void) pg_atomic_fetch_or_u64(word, UINT64CONST(1) << (bit % 64));
-}
-
-/* Is namespace nsid's bit set?  After a full barrier */
-static inline bool
-IdemBitmapHas(pg_atomic_uint64 *words, int32 nsid)
-{
-	uint32		bit = (uint32) nsid % IDEM_GEN_NS_BITS;
-
-	pg_memory_barrier();
-	return (pg_atomic_read_u64(&words[bit / 64]) & (UINT64CONST(1) << (bit % 64))) != 0;
-}
 
 /*
  * Announce that this backend is about to insert a claim of namespace nsid
@@ -806,373 +632,6 @@ IdemGenFilterTest(int slot, int32 gen_id, uint64 hash)
 	if (!IdemGenSlotIs(slot, gen_id) || pg_atomic_read_u32(&s->ready) != load)
 		return -1;
 	return maybe ? 1 : 0;
-}
-
-/* The backend exits: it no longer holds what it read of its entry */
-static void
-IdemGenDbDetach(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
-{
-	IdemGenDb  *db = idem_gen_mine;
-
-	if (db == NULL)
-		return;
-	idem_gen_mine = NULL;
-	pg_atomic_write_u64(&db->left_at,
-						pg_atomic_fetch_add_u64(&idem_gen_shared->db_clock, 1) + 1);
-	pg_write_barrier();
-	(void) pg_atomic_fetch_sub_u32(&db->attached, 1);
-}
-
-/*
- * This database's shared state, got once per backend, which stays attached
- * to it until it exits (see IdemGenDb); NULL without shared memory or
- * outside a database.  A database without an entry takes a free one, or
- * else the one detached longest ago among those no backend is attached
- * to, no switch is in flight in, and preferably no switch is wanted in
- * (the launcher would not run the round asked for: the next purge round
- * switches instead).  Made with its root bitmap full and its count of
- * opens at 0: nobody attached has read the old one.  There are more
- * entries than backends (IdemGenDbCount), so one can always be taken;
- * were none, the caller goes without, as without shared memory.
- */
-static IdemGenDb *
-IdemGenDbGet(void)
-{
-	static bool exit_hook = false;
-	IdemGenDb  *found = NULL;
-	IdemGenDb  *victim = NULL;
-	int			victim_rank = 0;
-	int			i;
-
-	/* not again once exiting: IdemGenDbDetach may have run already */
-	if (idem_gen_mine != NULL || idem_gen_shared == NULL || !OidIsValid(MyDatabaseId) ||
-		proc_exit_inprogress)
-		return idem_gen_mine;
-	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < idem_gen_shared->ndbs && found == NULL; i++)
-	{
-		IdemGenDb  *db = &idem_gen_shared->dbs[i];
-		Oid			id = pg_atomic_read_u32(&db->dbid);
-		int			rank;
-
-		if (id == MyDatabaseId)
-		{
-			found = db;
-			break;
-		}
-		/* 3: free; 2: idle; 1: idle but a switch wanted; 0: in use */
-		if (id == InvalidOid)
-			rank = 3;
-		else if (pg_atomic_read_u32(&db->attached) != 0 ||
-				 pg_atomic_read_u32(&db->switching) != 0)
-			rank = 0;
-		else
-			rank = pg_atomic_read_u32(&db->switch_wanted) != 0 ? 1 : 2;
-		if (rank > victim_rank ||
-			(rank == victim_rank && rank > 0 && rank < 3 &&
-			 pg_atomic_read_u64(&db->left_at) < pg_atomic_read_u64(&victim->left_at)))
-		{
-			victim = db;
-			victim_rank = rank;
-		}
-	}
-	if (found == NULL && victim != NULL)
-	{
-		int			w;
-
-		if (victim_rank < 3)
-			elog(DEBUG1, "database %u takes the shared generation state of database %u, idle",
-				 MyDatabaseId, pg_atomic_read_u32(&victim->dbid));
-		/* nobody is attached to it: only the launcher reads it, locked */
-		pg_atomic_write_u32(&victim->dbid, InvalidOid);
-		for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
-			pg_atomic_write_u64(&victim->rootbits[w], PG_UINT64_MAX);
-		pg_atomic_write_u64(&victim->opens, 0);
-		pg_atomic_write_u32(&victim->switching, 0);
-		pg_atomic_write_u32(&victim->switch_wanted, 0);
-		pg_atomic_write_u64(&victim->left_at, 0);
-		pg_write_barrier();
-		pg_atomic_write_u32(&victim->dbid, MyDatabaseId);
-		found = victim;
-	}
-	if (found != NULL)
-		(void) pg_atomic_fetch_add_u32(&found->attached, 1);
-	LWLockRelease(idem_gen_shared->lock);
-	if (found != NULL && !exit_hook)
-	{
-		/*
-		 * on_shmem_exit, not before_shmem_exit: it runs after the abort of
-		 * a transaction in flight (ShutdownPostgres), whose callbacks may
-		 * still count claims here, and shared memory is still attached
-		 */
-		on_shmem_exit(IdemGenDbDetach, (Datum) 0);
-		exit_hook = true;
-	}
-	return idem_gen_mine = found;
-}
-
-/*
- * How many generations this database has opened, or PG_UINT64_MAX if
- * unknown.  A switch counts before it commits; a claimer reads it before
- * reading its map and again after its insertion (a full barrier), and
- * reads the map again if it moved (claimstore.c).
- */
-uint64
-IdemGenOpensRead(void)
-{
-	IdemGenDb  *db = IdemGenDbGet();
-
-	if (db == NULL)
-		return PG_UINT64_MAX;
-	pg_memory_barrier();
-	return pg_atomic_read_u64(&db->opens);
-}
-
-/*
- * Count a generation about to be opened; before its transaction commits.
- * The transaction counts as switching (IdemGenSwitchInFlight) until it
- * ends, first, so that whoever reads the count of opens including this one
- * and then finds no switch in flight knows this one committed (or
- * aborted) before.
- */
-void
-IdemGenOpensBump(void)
-{
-	IdemGenDb  *db = IdemGenDbGet();
-
-	if (db == NULL)
-		return;
-	if (idem_gen_switching_db == NULL)
-	{
-		(void) pg_atomic_fetch_add_u32(&db->switching, 1);
-		idem_gen_switching_db = db;
-	}
-	(void) pg_atomic_fetch_add_u64(&db->opens, 1);
-}
-
-/*
- * Is a transaction that opened a generation in flight in this database?
- * Read after the count of opens: if not, every open counted there has
- * committed, and is seen by a snapshot taken next, or has aborted.
- */
-bool
-IdemGenSwitchInFlight(void)
-{
-	IdemGenDb  *db = IdemGenDbGet();
-
-	if (db == NULL)
-		return false;
-	pg_memory_barrier();
-	return pg_atomic_read_u32(&db->switching) > 0;
-}
-
-/*
- * The transaction ends (transaction callback): it no longer counts as
- * switching.  At commit this runs once the transaction is visible to new
- * snapshots.  A transaction that opened a generation cannot be prepared:
- * its generation would stay unseen while counted.
- */
-void
-IdemGenSwitchEnd(XactEvent event)
-{
-	if (idem_gen_switching_db == NULL)
-		return;
-	if (event == XACT_EVENT_PRE_PREPARE)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot PREPARE a transaction that has opened a claim generation")));
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
-	{
-		(void) pg_atomic_fetch_sub_u32(&idem_gen_switching_db->switching, 1);
-		idem_gen_switching_db = NULL;
-	}
-}
-
-/*
- * The extension is being dropped in this database: forget its slots, and
- * fill its root bitmap, since a new extension starts its ids over
- */
-void
-IdemGenDbForget(void)
-{
-	IdemGenDb  *db = IdemGenDbGet();
-	int			i;
-
-	if (idem_gen_shared == NULL)
-		return;
-	LWLockAcquire(idem_gen_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < IDEM_GEN_SLOTS; i++)
-	{
-		uint64		k = pg_atomic_read_u64(&idem_gen_shared->slots[i].key);
-
-		if (k != 0 && (Oid) (k >> 32) == MyDatabaseId)
-			IdemGenSlotFreeAt(i);
-	}
-	LWLockRelease(idem_gen_shared->lock);
-	if (db != NULL)
-	{
-		IdemGenRootAnnounceAll();
-		(void) pg_atomic_fetch_add_u64(&db->opens, 1);
-	}
-}
-
-/*
- * Add this backend's pending count to its generation's (before a
- * maintenance pass reads it, at transaction end, and every batch), and ask
- * for a switch if that made it reach the limit: only the backend whose
- * addition crosses it asks, once per generation.  Nothing is pending
- * without shared memory.
- */
-void
-IdemGenCountFlushPending(void)
-{
-	uint64		before;
-
-	if (idem_count_pending == 0)
-		return;
-	if (IdemGenSlotIs(idem_count_slot, idem_count_gen))
-	{
-		before = pg_atomic_fetch_add_u64(&idem_gen_shared->slots[idem_count_slot].claims,
-										 idem_count_pending);
-		if (idem_count_limit > 0 && before < idem_count_limit &&
-			before + idem_count_pending >= idem_count_limit)
-			IdemGenWantSwitch();
-	}
-	idem_count_pending = 0;
-}
-
-/*
- * Count a claim this backend inserted into open generation gen_id, whose
- * class switches at limit claims (0: no bound).  Counted in batches, so a
- * generation may take a batch per backend more than its bound before the
- * switch is asked for, and then whatever arrives until the switch.
- */
-void
-IdemGenCountClaim(int slot, int32 gen_id, uint64 limit)
-{
-	if (idem_gen_shared == NULL || slot < 0)
-		return;
-	if (gen_id != idem_count_gen || slot != idem_count_slot)
-	{
-		IdemGenCountFlushPending();
-		idem_count_gen = gen_id;
-		idem_count_slot = slot;
-	}
-	idem_count_limit = limit;
-	if (++idem_count_pending >= IDEM_GEN_COUNT_BATCH)
-		IdemGenCountFlushPending();
-}
-
-/*
- * The claims counted in open generation gen_id since its slot was made:
- * since it was opened, or since the server started.  0 when unknown.
- */
-uint64
-IdemGenSlotClaims(int slot, int32 gen_id)
-{
-	uint64		n;
-
-	if (idem_gen_shared == NULL || slot < 0)
-		return 0;
-	n = pg_atomic_read_u64(&idem_gen_shared->slots[slot].claims);
-	pg_read_barrier();
-	return IdemGenSlotIs(slot, gen_id) ? n : 0;
-}
-
-/*
- * An open generation of this database reached its size bound: flag the
- * database and wake the launcher, which runs a generations-only round here
- * without waiting for the next purge interval.
- */
-void
-IdemGenWantSwitch(void)
-{
-	IdemGenDb  *db = IdemGenDbGet();
-
-	if (db == NULL)
-		return;
-	pg_atomic_write_u32(&db->switch_wanted, 1);
-	pg_memory_barrier();
-	if (idem_gen_wake_launcher)
-		idem_gen_wake_launcher();
-}
-
-/*
- * For the launcher: a database that asked for a switch since the last
- * call, its flag cleared; InvalidOid when none.  *cursor starts at 0.
- */
-Oid
-IdemGenNextSwitchWanted(int *cursor)
-{
-	Oid			wanted = InvalidOid;
-
-	if (idem_gen_shared == NULL)
-		return InvalidOid;
-	/* an entry is given to another database under the lock only */
-	LWLockAcquire(idem_gen_shared->lock, LW_SHARED);
-	for (; *cursor < idem_gen_shared->ndbs && wanted == InvalidOid; (*cursor)++)
-	{
-		IdemGenDb  *db = &idem_gen_shared->dbs[*cursor];
-		Oid			dbid = pg_atomic_read_u32(&db->dbid);
-
-		if (dbid != InvalidOid && pg_atomic_read_u32(&db->switch_wanted) != 0 &&
-			pg_atomic_exchange_u32(&db->switch_wanted, 0) != 0)
-			wanted = dbid;
-	}
-	LWLockRelease(idem_gen_shared->lock);
-	return wanted;
-}
-
-/* Announce a claim of nsid about to be inserted into idempotency.claims */
-void
-IdemGenRootAnnounce(int32 nsid)
-{
-	IdemGenDb  *db = IdemGenDbGet();
-
-	if (db != NULL)
-		IdemBitmapAnnounce(db->rootbits, nsid);
-}
-
-/* Something writes idempotency.claims by hand: any namespace may follow */
-void
-IdemGenRootAnnounceAll(void)
-{
-	IdemGenDb  *db = IdemGenDbGet();
-	int			w;
-
-	if (db == NULL)
-		return;
-	for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
-		if (pg_atomic_read_u64(&db->rootbits[w]) != PG_UINT64_MAX)
-			(void) pg_atomic_fetch_or_u64(&db->rootbits[w], PG_UINT64_MAX);
-	pg_memory_barrier();
-}
-
-/* Might idempotency.claims hold claims of nsid?  true when unsure */
-bool
-IdemGenRootMayHold(int32 nsid)
-{
-	IdemGenDb  *db = IdemGenDbGet();
-
-	return db == NULL || IdemBitmapHas(db->rootbits, nsid);
-}
-
-/*
- * idempotency.claims holds no entry and nobody can be writing it (the
- * caller holds a SHARE lock on it): forget every announcement
- */
-void
-IdemGenRootClear(void)
-{
-	IdemGenDb  *db = IdemGenDbGet();
-	int			w;
-
-	if (db == NULL)
-		return;
-	for (w = 0; w < IDEM_GEN_NS_WORDS; w++)
-		pg_atomic_write_u64(&db->rootbits[w], 0);
-	pg_memory_barrier();
 }
 
 /*
