@@ -134,7 +134,7 @@ IdemNamespaceInvalidate(Oid relid)
 		IdemNamespaceCacheReset();
 }
 
-/* Define the GUC and register the callbacks; called from _PG_init */
+/* Register the callbacks; called from _PG_init (the GUC is init/guc.c's) */
 void
 IdemNamespaceInit(void)
 {

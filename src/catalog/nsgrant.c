@@ -405,7 +405,7 @@ IdemNsGrantsRefresh(void)
 		IdemNsGrantsLoad();
 }
 
-/* An executor starts a statement (generation.c's ExecutorStart hook) */
+/* An executor starts a statement (init.c's ExecutorStart hook) */
 void
 IdemNsGrantExecutorStart(void)
 {
@@ -826,7 +826,7 @@ IdemNsGrantAfterDropOwned(DropOwnedStmt *stmt)
 	}
 }
 
-/* The utility hook's part: after the statement ran */
+/* The utility hook's part (init.c): after the statement ran */
 void
 IdemNsGrantAfterUtility(Node *parsetree)
 {

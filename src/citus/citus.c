@@ -17,7 +17,8 @@
  *	   reference) table already;
  *	 - once a transaction has claimed, an ExecutorStart hook refuses any
  *	   statement that would write one, and a ProcessUtility hook any COPY
- *	   into one.
+ *	   into one (IdemCitusExecutorStart, IdemCitusProcessUtility, which
+ *	   init.c's hooks call).
  *
  * "Distributed" here means a table with a shard placed on another node:
  * distributed and reference tables.  A Citus local table lives on the
@@ -338,7 +339,7 @@ IdemCitusRelcache(Oid relid)
 		idem_xact_dist_check = true;
 }
 
-/* Install the hook and callbacks */
+/* Register the callbacks; the hooks are init.c's (IdemCitusExecutorStart, IdemCitusProcessUtility) */
 void
 IdemCitusInit(void)
 {

@@ -56,7 +56,7 @@
 PGDLLEXPORT void IdemLauncherMain(Datum arg);
 PGDLLEXPORT void IdemPurgeWorkerMain(Datum arg);
 
-/* GUC: time between rounds; the round's own GUCs are in purge.c */
+/* GUC (defined in init/guc.c): time between rounds; the round's own are purge.c's */
 int			idem_purge_interval = 60;
 
 /*
@@ -67,7 +67,7 @@ int			idem_purge_interval = 60;
  */
 #define IDEM_WORKER_GRACE_MS	10000L
 
-/* Define the launcher's GUC; register the launcher when preloaded */
+/* Register the launcher when preloaded */
 void
 IdemWorkerInit(void)
 {

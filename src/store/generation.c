@@ -398,7 +398,7 @@ IdemGenProcessUtility(PlannedStmt *pstmt)
 	}
 }
 
-/* Define the GUCs and register the callbacks; called from _PG_init */
+/* Register the callbacks; called from _PG_init (the GUCs are init/guc.c's) */
 void
 IdemGenerationInit(void)
 {

@@ -41,7 +41,7 @@
  *
  * idempotency.claims itself has such a bitmap too, which starts full: our
  * claims announce in it, any SQL write to the table fills it (an executor
- * and a COPY hook in generation.c), and the maintenance pass empties it
+ * and a COPY hook, generation.c's parts of init.c's), and the maintenance pass empties it
  * only while no transaction can be writing the table and its index holds
  * no entry at all.
  *
