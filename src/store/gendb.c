@@ -66,7 +66,7 @@ IdemGenDbDetach(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
  * (the launcher would not run the round asked for: the next purge round
  * switches instead).  Made with its root bitmap full and its count of
  * opens at 0: nobody attached has read the old one.  There are more
- * entries than backends (IdemGenDbCount), so one can always be taken;
+ * entries than backends (genfilter.c's IdemGenDbCount), so one can always be taken;
  * were none, the caller goes without, as without shared memory.
  */
 static IdemGenDb *

@@ -102,7 +102,7 @@ char	   *idem_gen_arena = NULL;
  * and spares.  Computed once, so that the size the postmaster asked for
  * is the one it creates.
  */
-int
+static int
 IdemGenDbCount(void)
 {
 	if (idem_gen_ndbs == 0)

@@ -74,7 +74,6 @@ typedef struct IdemGenShared
 extern IdemGenShared *idem_gen_shared;
 extern char *idem_gen_arena;
 
-extern int	IdemGenDbCount(void);
 extern void IdemGenSlotFreeAt(int i);
 
 /* The slot key of generation gen_id of this database */
