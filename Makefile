@@ -3,41 +3,46 @@
 EXTENSION = idempotency
 MODULE_big = idempotency
 OBJS = \
-	src/idempotency.o \
-	src/binding.o \
-	src/btprobe.o \
-	src/cas.o \
-	src/citus.o \
-	src/citusshard.o \
-	src/catalog.o \
-	src/claim.o \
-	src/claimcache.o \
-	src/claimrel.o \
-	src/claimkey.o \
-	src/claimstore.o \
-	src/claimtrigger.o \
-	src/generation.o \
-	src/genfilter.o \
-	src/genscope.o \
-	src/genstripe.o \
-	src/guard.o \
-	src/inval.o \
-	src/keylock.o \
-	src/machine.o \
-	src/namespace.o \
-	src/nsgrant.o \
-	src/ownerspi.o \
-	src/policy.o \
-	src/purge.o \
-	src/request.o \
-	src/rowseek.o \
-	src/rowwrite.o \
-	src/shmem.o \
-	src/spectoken.o \
-	src/stats.o \
-	src/token.o \
-	src/watermark.o \
-	src/worker.o
+	src/init/init.o \
+	src/init/guc.o \
+	src/base/args.o \
+	src/base/catoids.o \
+	src/base/inval.o \
+	src/base/ownerspi.o \
+	src/base/rowseek.o \
+	src/base/rowwrite.o \
+	src/base/shmem.o \
+	src/base/spectoken.o \
+	src/catalog/namespaces.o \
+	src/catalog/nsgrant.o \
+	src/catalog/stats.o \
+	src/store/btprobe.o \
+	src/store/claimcache.o \
+	src/store/claimkey.o \
+	src/store/claimrel.o \
+	src/store/claimstore.o \
+	src/store/filter.o \
+	src/store/generation.o \
+	src/store/bloom.o \
+	src/store/gendb.o \
+	src/store/genfilter.o \
+	src/store/genscope.o \
+	src/store/genstripe.o \
+	src/claim/claim.o \
+	src/claim/claimtrigger.o \
+	src/statemachine/binding.o \
+	src/statemachine/cas.o \
+	src/statemachine/guard.o \
+	src/statemachine/machine.o \
+	src/requests/keylock.o \
+	src/requests/request.o \
+	src/requests/token.o \
+	src/streams/watermark.o \
+	src/purge/policy.o \
+	src/purge/purge.o \
+	src/purge/worker.o \
+	src/citus/citus.o \
+	src/citus/citusshard.o
 
 DATA = $(wildcard idempotency--*.sql)
 
@@ -56,11 +61,12 @@ WERROR ?= -Werror
 PG_CFLAGS = -Wall -Wextra $(WERROR)
 
 PG_CONFIG ?= pg_config
-PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server) -isystem $(shell $(PG_CONFIG) --includedir)
+# Includes name a folder: "store/store.h".  Server headers stay system headers.
+PG_CPPFLAGS = -I$(srcdir)/src -isystem $(shell $(PG_CONFIG) --includedir-server) -isystem $(shell $(PG_CONFIG) --includedir)
 # libpq: a Citus shard move reads the claims of the shard from the node it leaves
 SHLIB_LINK_INTERNAL = -L$(shell $(PG_CONFIG) --libdir) -lpq
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS does not track header dependencies; every object depends on them all
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*/*.h)

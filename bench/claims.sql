@@ -15,6 +15,6 @@ CREATE TABLE bench_ids AS
     SELECT gen_random_uuid()::text AS id FROM generate_series(1, :n);
 ANALYZE bench_ids;
 SELECT idem_namespace_define('bench', '7 days');
--- a week's TTL: its claims live in generations (src/generation.c), as by
+-- a week's TTL: its claims live in generations (src/store/generation.c), as by
 -- default once the purge has run; measure that path
 SELECT idem_generation_switch();

@@ -32,7 +32,7 @@ BEGIN
 END $$;
 
 -- Bytes of the claims store: idempotency.claims and its generations
--- (src/generation.c); what is 'total', 'heap' or 'index'
+-- (src/store/generation.c); what is 'total', 'heap' or 'index'
 CREATE OR REPLACE FUNCTION bench_store_bytes(what text) RETURNS float8
 LANGUAGE sql AS $$
     SELECT sum(CASE what WHEN 'total' THEN pg_total_relation_size(r)

@@ -1,5 +1,5 @@
 # Stripes: the finer filters of a class's sealed generations, bit-sliced
-# (src/genstripe.c), so that a new id asks one stripe for all of them.
+# (src/store/genstripe.c), so that a new id asks one stripe for all of them.
 #
 # 40 generations of 100 claims each (generation_max_claims = 100), their
 # claims written straight into the generation tables so that the claim

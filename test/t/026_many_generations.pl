@@ -6,10 +6,10 @@
 # tables so that the claim cache knows none of them.  Checked:
 #  - every sealed generation gets a stripe lane, although the arena has no
 #    room for a second stripe of 64 lanes: the stripe made is narrower
-#    (src/genstripe.c);
+#    (src/store/genstripe.c);
 #  - old ids in all 100 generations are duplicates, and new ids are new;
 #  - claims that go through all 100 generations build each generation's
-#    layout once (src/claimrel.c): a second pass reads no operator class
+#    layout once (src/store/claimrel.c): a second pass reads no operator class
 #    from the catalogs, where a cache of 64 layouts rebuilt them all;
 #  - after a restart, the worker's refinement (whose finer filters wait in
 #    the arena for a lane) also ends with every generation in a stripe.

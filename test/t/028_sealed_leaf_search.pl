@@ -1,4 +1,4 @@
-# The leaf search of a sealed generation (src/btprobe.c): an old
+# The leaf search of a sealed generation (src/store/btprobe.c): an old
 # duplicate's leaf is searched by comparing the id's bytes, then its
 # length, then the namespace id, as the btree orders (key, ns), with
 # _bt_compare only for items it cannot read so (a key compressed in the

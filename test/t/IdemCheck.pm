@@ -106,7 +106,7 @@ sub amcheck_claims
 	}
 	my $check = $in_recovery =~ /^t/ ? 'bt_index_check' : 'bt_index_parent_check';  # 't' or 'true'
 
-	# the generations of the claims too (src/generation.c)
+	# the generations of the claims too (src/store/generation.c)
 	my @tables = (@TABLES, split /\n/, $node->safe_psql($dbname, q{
 		SELECT i.inhrelid::regclass FROM pg_inherits i
 		 WHERE i.inhparent = to_regclass('idempotency.claims') ORDER BY 1}));

@@ -1,0 +1,258 @@
+/*
+ * compat.h
+ *	  Shims over the differences between PostgreSQL 13 to 17.
+ *
+ * The one file of src/ that tests PG_VERSION_NUM (scripts/check-layout.py
+ * checks it): code elsewhere calls the shims below, or tests one of the
+ * IDEM_HAVE_ macros, which name the feature rather than the version.
+ */
+#ifndef IDEM_COMPAT_H
+#define IDEM_COMPAT_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/nbtree.h"
+#include "access/tupdesc.h"
+#include "executor/executor.h"
+#include "parser/parse_relation.h"
+#include "tcop/tcopprot.h"
+#include "utils/acl.h"
+#include "utils/rel.h"
+#include "utils/tuplestore.h"
+#if PG_VERSION_NUM >= 150000
+#include "access/twophase.h"
+#include "storage/proc.h"
+#else
+#include "postmaster/autovacuum.h"
+#include "replication/walsender.h"
+#endif
+#if PG_VERSION_NUM >= 140000
+#include "utils/portal.h"
+#endif
+
+/*
+ * shmem_request_hook is PostgreSQL 15's; before, shared memory is requested
+ * in _PG_init itself
+ */
+#if PG_VERSION_NUM >= 150000
+#define IDEM_HAVE_SHMEM_REQUEST_HOOK 1
+#endif
+
+/* MarkGUCPrefixReserved is PostgreSQL 15's name of EmitWarningsOnPlaceholders */
+#if PG_VERSION_NUM < 150000
+#define MarkGUCPrefixReserved(className) EmitWarningsOnPlaceholders(className)
+#endif
+
+/*
+ * The backends that may attach to shared memory, while shared memory is
+ * sized: MaxBackends is set before shmem_request_hook from PostgreSQL 15
+ * on; before, it is set after _PG_init, so it is summed from its GUCs.
+ */
+#if PG_VERSION_NUM >= 150000
+#define IdemMaxBackends() (MaxBackends)
+#else
+#define IdemMaxBackends() \
+	(MaxConnections + autovacuum_max_workers + 1 + max_worker_processes + max_wal_senders)
+#endif
+
+/*
+ * Set up a materialized set-returning call whose tuple descriptor comes
+ * from the function's declared result type, composite or scalar.
+ * (InitMaterializedSRF of PostgreSQL 15 handles composite types only.)
+ */
+static inline void
+IdemInitMaterializedSRF(FunctionCallInfo fcinfo)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext oldcxt;
+	TupleDesc	tupdesc;
+	Oid			rettype;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		!(rsinfo->allowedModes & SFRM_Materialize))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+
+	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	if (get_call_result_type(fcinfo, &rettype, &tupdesc) == TYPEFUNC_COMPOSITE)
+		tupdesc = CreateTupleDescCopy(tupdesc);
+	else
+	{
+		tupdesc = CreateTemplateTupleDesc(1);
+		TupleDescInitEntry(tupdesc, (AttrNumber) 1, "result", rettype, -1, 0);
+	}
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
+	rsinfo->setDesc = tupdesc;
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/* The physical identity of a relation: RelFileNode became RelFileLocator */
+#if PG_VERSION_NUM >= 160000
+typedef RelFileLocator IdemRelFile;
+#define IdemRelFileOf(rel)			((rel)->rd_locator)
+#define IdemRelFileNumber(rel)		((rel)->rd_locator.relNumber)
+#else
+typedef RelFileNode IdemRelFile;
+#define IdemRelFileOf(rel)			((rel)->rd_node)
+#define IdemRelFileNumber(rel)		((rel)->rd_node.relNode)
+#endif
+
+/*
+ * ExecInsertIndexTuples for a speculative insertion into resultRelInfo
+ * (noDupErr, every unique index an arbiter).  PostgreSQL 14 took the
+ * result relation as an argument, 16 added onlySummarizing.
+ */
+#if PG_VERSION_NUM >= 160000
+#define IdemExecInsertIndexTuples(rri, slot, estate, conflict) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), NIL, false)
+#elif PG_VERSION_NUM >= 140000
+#define IdemExecInsertIndexTuples(rri, slot, estate, conflict) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), NIL)
+#else
+#define IdemExecInsertIndexTuples(rri, slot, estate, conflict) \
+	((estate)->es_result_relation_info = (rri), \
+	 ExecInsertIndexTuples((slot), (estate), true, (conflict), NIL))
+#endif
+
+/*
+ * The slots of every process that may hold a speculative token, while
+ * shared memory is sized; 0 before PostgreSQL 15, where MaxBackends is
+ * not known yet then
+ */
+#if PG_VERSION_NUM >= 150000
+#define IdemAllProcSlots() (MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts)
+#else
+#define IdemAllProcSlots() (0)
+#endif
+
+/* The ownership check of a relation: object_ownercheck from 16 on */
+#if PG_VERSION_NUM >= 160000
+#define IdemClassOwnerCheck(relid, roleid) 	object_ownercheck(RelationRelationId, (relid), (roleid))
+#else
+#define IdemClassOwnerCheck(relid, roleid)	pg_class_ownercheck((relid), (roleid))
+#endif
+
+/*
+ * The range table of an executor state for one relation rte, whose
+ * updated columns are updated_cols: 16 moved them into RTEPermissionInfo
+ */
+static inline void
+IdemExecInitRangeTable(EState *estate, RangeTblEntry *rte, Bitmapset *updated_cols)
+{
+#if PG_VERSION_NUM >= 160000
+	List	   *perminfos = NIL;
+	RTEPermissionInfo *perminfo = addRTEPermissionInfo(&perminfos, rte);
+
+	perminfo->updatedCols = updated_cols;
+	ExecInitRangeTable(estate, list_make1(rte), perminfos);
+#else
+	rte->updatedCols = updated_cols;
+	ExecInitRangeTable(estate, list_make1(rte));
+#endif
+}
+
+/* Make rri the executor state's one result relation, opened */
+static inline void
+IdemExecSetResultRelation(EState *estate, ResultRelInfo *rri)
+{
+#if PG_VERSION_NUM >= 140000
+	estate->es_opened_result_relations = lappend(estate->es_opened_result_relations, rri);
+#else
+	estate->es_result_relations = rri;
+	estate->es_num_result_relations = 1;
+	estate->es_result_relation_info = rri;
+#endif
+}
+
+/* EvalPlanQualInit for a simple update: 16 added the result relations */
+#if PG_VERSION_NUM >= 160000
+#define IdemEvalPlanQualInit(epq, estate) 	EvalPlanQualInit((epq), (estate), NULL, NIL, -1, NIL)
+#else
+#define IdemEvalPlanQualInit(epq, estate) 	EvalPlanQualInit((epq), (estate), NULL, NIL, -1)
+#endif
+
+/* ExecSimpleRelationUpdate: 14 took the result relation as an argument */
+#if PG_VERSION_NUM >= 140000
+#define IdemExecSimpleRelationUpdate(rri, estate, epq, oldslot, newslot) 	ExecSimpleRelationUpdate((rri), (estate), (epq), (oldslot), (newslot))
+#else
+#define IdemExecSimpleRelationUpdate(rri, estate, epq, oldslot, newslot) 	ExecSimpleRelationUpdate((estate), (epq), (oldslot), (newslot))
+#endif
+
+/* index_insert: 14 added indexUnchanged, a hint ignored before */
+#if PG_VERSION_NUM >= 140000
+#define IdemIndexInsert(index, values, isnull, tid, heap, check, unchanged, info) 	index_insert((index), (values), (isnull), (tid), (heap), (check), (unchanged), (info))
+#else
+#define IdemIndexInsert(index, values, isnull, tid, heap, check, unchanged, info) 	index_insert((index), (values), (isnull), (tid), (heap), (check), (info))
+#endif
+
+/* heap_update: 16 reports which indexes the update must touch; unused here */
+static inline TM_Result
+IdemHeapUpdate(Relation rel, ItemPointer otid, HeapTuple newtup, CommandId cid,
+			   Snapshot crosscheck, bool wait, TM_FailureData *tmfd,
+			   LockTupleMode *lockmode)
+{
+#if PG_VERSION_NUM >= 160000
+	TU_UpdateIndexes update_indexes;
+
+	return heap_update(rel, otid, newtup, cid, crosscheck, wait, tmfd, lockmode,
+					   &update_indexes);
+#else
+	return heap_update(rel, otid, newtup, cid, crosscheck, wait, tmfd, lockmode);
+#endif
+}
+
+/*
+ * The btree search of btprobe.c: _bt_search took a snapshot (for
+ * old_snapshot_threshold) until 16, then the heap; _bt_get_endpoint a
+ * snapshot until 17; BTPageGetOpaque is 15's
+ */
+#if PG_VERSION_NUM >= 160000
+#define IdemBtSearch(index, skey, buf)	_bt_search((index), NULL, (skey), (buf), BT_READ)
+#else
+#define IdemBtSearch(index, skey, buf)	_bt_search((index), (skey), (buf), BT_READ, NULL)
+#endif
+#if PG_VERSION_NUM >= 170000
+#define IdemBtEndpoint(index, level)	_bt_get_endpoint((index), (level), false)
+#else
+#define IdemBtEndpoint(index, level)	_bt_get_endpoint((index), (level), false, NULL)
+#endif
+/* a page's level: a union member until 14 */
+#if PG_VERSION_NUM >= 140000
+#define IdemBtLevel(opaque)		((opaque)->btpo_level)
+#else
+#define IdemBtLevel(opaque)		((opaque)->btpo.level)
+#endif
+#if PG_VERSION_NUM < 150000
+#define BTPageGetOpaque(page) ((BTPageOpaque) PageGetSpecialPointer(page))
+#endif
+
+/*
+ * A TID range scan (PostgreSQL 14): the native purge of the claims table
+ * and the purge's windows need one
+ */
+#if PG_VERSION_NUM >= 140000
+#define IDEM_HAVE_TID_RANGE_SCAN 1
+#endif
+
+/* The parse analysis of a query without parameters: renamed in 15 */
+#if PG_VERSION_NUM >= 150000
+#define IdemAnalyzeAndRewrite(raw, sql) 	pg_analyze_and_rewrite_fixedparams((raw), (sql), NULL, 0, NULL)
+#else
+#define IdemAnalyzeAndRewrite(raw, sql) 	pg_analyze_and_rewrite((raw), (sql), NULL, 0, NULL)
+#endif
+
+/* A procedure's snapshot after a commit: EnsurePortalSnapshotExists is 14's */
+#if PG_VERSION_NUM >= 140000
+#define IdemEnsurePortalSnapshot()	EnsurePortalSnapshotExists()
+#else
+#define IdemEnsurePortalSnapshot()	((void) 0)
+#endif
+
+#endif							/* IDEM_COMPAT_H */
