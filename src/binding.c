@@ -46,6 +46,7 @@
 
 #include "binding.h"
 #include "catalog.h"
+#include "compat.h"
 #include "ownerspi.h"
 #include "idempotency.h"
 #include "inval.h"
@@ -140,7 +141,7 @@ static void
 IdemBindingFindKey(IdemBinding *b)
 {
 	Relation	rel = table_open(b->relid, AccessShareLock);
-	Oid			pk = RelationGetPrimaryKeyIndex(rel);
+	Oid			pk = IdemRelationGetPrimaryKeyIndex(rel);
 
 	if (OidIsValid(pk))
 	{

@@ -28,6 +28,7 @@
 #include "utils/syscache.h"
 
 #include "catalog.h"
+#include "compat.h"
 #include "idempotency.h"
 #include "inval.h"
 
@@ -360,11 +361,7 @@ IdemOpenOwnedTable(Oid relid, LOCKMODE lockmode, const char *detail)
 {
 	Relation	rel = IdemOpenRelationArg(relid, lockmode);
 
-#if PG_VERSION_NUM >= 160000
-	if (!object_ownercheck(RelationRelationId, relid, GetUserId()))
-#else
-	if (!pg_class_ownercheck(relid, GetUserId()))
-#endif
+	if (!IdemClassOwnercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, get_relkind_objtype(rel->rd_rel->relkind),
 					   RelationGetRelationName(rel));
 	if (rel->rd_rel->relkind != RELKIND_RELATION)

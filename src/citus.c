@@ -52,6 +52,7 @@
 #include "catalog.h"
 #include "citus.h"
 #include "citusshard.h"
+#include "compat.h"
 #include "idempotency.h"
 #include "inval.h"
 #include "ownerspi.h"
@@ -84,8 +85,7 @@ static bool idem_xact_dist_check = false;
 static bool idem_citus_preloaded = false;
 
 /* Raise the refusal */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 IdemCitusRefuse(void)
 {
 	ereport(ERROR,

@@ -85,6 +85,7 @@
 #include "citus.h"
 #include "citusshard.h"
 #include "claim.h"
+#include "compat.h"
 #include "inval.h"
 #include "namespace.h"
 #include "ownerspi.h"
@@ -527,8 +528,7 @@ IdemShardAuthinfoRow(HeapTuple tuple, TupleDesc desc, void *arg)
 
 
 /* Raise a failure of conn: msg says what failed */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 IdemShardConnError(PGconn *conn, const char *msg)
 {
 	ereport(ERROR,

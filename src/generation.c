@@ -83,6 +83,7 @@
 
 #include "catalog.h"
 #include "claimcache.h"
+#include "compat.h"
 #include "generation.h"
 #include "nsgrant.h"
 #include "genfilter.h"
@@ -380,7 +381,7 @@ IdemGenProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 			if (IsA(name, String) && strcmp(strVal(name), "idempotency") == 0 &&
 				OidIsValid(get_extension_oid("idempotency", true)) &&
-				pg_extension_ownercheck(get_extension_oid("idempotency", true), GetUserId()))
+				IdemExtensionOwnercheck(get_extension_oid("idempotency", true), GetUserId()))
 			{
 				Oid			schema = get_namespace_oid(IDEM_SCHEMA_NAME, true);
 				Oid			claims = OidIsValid(schema) ?
@@ -1465,7 +1466,7 @@ IdemGenRootSweep(void)
 		if (index->rd_index->indisunique && index->rd_index->indisvalid &&
 			index->rd_rel->relam == BTREE_AM_OID)
 		{
-			IndexScanDesc scan = index_beginscan(heap, index, SnapshotAny, 0, 0);
+			IndexScanDesc scan = IdemIndexBeginScan(heap, index, SnapshotAny, 0, 0);
 
 			index_rescan(scan, NULL, 0, NULL, 0);
 			empty = index_getnext_tid(scan, ForwardScanDirection) == NULL;

@@ -21,6 +21,7 @@
 #include "miscadmin.h"
 #include "storage/lock.h"
 
+#include "compat.h"
 #include "idempotency.h"
 
 PG_FUNCTION_INFO_V1(idem_lock);

@@ -13,6 +13,7 @@
 #include "storage/itemptr.h"
 #include "storage/lmgr.h"
 #include "utils/relcache.h"
+#include "compat.h"
 
 /* What the caller wants done with the row a probe found */
 typedef enum IdemRowAction
@@ -49,7 +50,7 @@ struct IdemRowSeek
 	/* NULL, or: does the transaction snapshot still see a row for the key? */
 	bool		(*vanished) (IdemRowSeek *seek);
 	/* raise the serialization failure of an unseen or moved row */
-	void		(*conflict) (IdemRowSeek *seek) pg_attribute_noreturn();
+	void		(*conflict) (IdemRowSeek *seek) IdemNoreturnPointer;
 	TupleTableSlot *lockslot;	/* receives the locked row, for LOCK */
 	void	   *arg;			/* the caller's state */
 

@@ -19,6 +19,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "compat.h"
 #include "rowwrite.h"
 
 /*
@@ -38,18 +39,7 @@ IdemRowWriteBegin(Relation rel, Bitmapset *updated_cols, ResultRelInfo **rri_out
 	rte->relid = RelationGetRelid(rel);
 	rte->relkind = RELKIND_RELATION;
 	rte->rellockmode = RowExclusiveLock;
-#if PG_VERSION_NUM >= 160000
-	{
-		List	   *perminfos = NIL;
-		RTEPermissionInfo *perminfo = addRTEPermissionInfo(&perminfos, rte);
-
-		perminfo->updatedCols = updated_cols;
-		ExecInitRangeTable(estate, list_make1(rte), perminfos);
-	}
-#else
-	rte->updatedCols = updated_cols;
-	ExecInitRangeTable(estate, list_make1(rte));
-#endif
+	IdemExecInitRangeTable1(estate, rte, updated_cols);
 	InitResultRelInfo(rri, rel, 1, NULL, 0);
 #if PG_VERSION_NUM >= 140000
 	estate->es_opened_result_relations = lappend(estate->es_opened_result_relations, rri);

@@ -55,6 +55,7 @@
 #include "utils/timeout.h"
 #include "utils/wait_event.h"
 
+#include "compat.h"
 #include "spectoken.h"
 
 /* Our tokens have the top bit set; the slot number follows */
@@ -168,7 +169,7 @@ IdemSpecTokenAcquire(TransactionId xid)
 	if (idem_spec_slots == NULL)
 		return SpeculativeInsertionLockAcquire(xid);
 
-	procno = MyProc->pgprocno;
+	procno = IdemMyProcNumber();
 	Assert(procno >= 0 && procno < idem_spec_nslots);
 	Assert(idem_spec_held == NULL);
 	idem_spec_seq = (idem_spec_seq % IDEM_TOKEN_SEQ_MASK) + 1;
