@@ -138,3 +138,25 @@ pg_chroot_run() {
     pg_chroot_ensure "$major"
     PG_CHROOT_SRC=${PG_CHROOT_SRC-$IDEM_ROOT} pg_chroot_exec "$PG_CHROOT" "$@"
 }
+
+# pg_chroot_script major script [arg...]: run one of the tree's scripts
+# (test/run, bench/run) on PostgreSQL major in its chroot: the tracked and
+# new files of the tree are copied into the chroot's /tmp (removed after),
+# so that runs for several majors never share build products; returns the
+# script's status.
+pg_chroot_script() {
+    local major=$1 script=$2 copy rc=0
+    shift 2
+    pg_chroot_ensure "$major"
+    copy=$(mktemp -d "$PG_CHROOT/tmp/idempotency-src.XXXXXX")
+    (cd "$IDEM_ROOT" && git ls-files -z --cached --others --exclude-standard \
+        | xargs -0 -I{} cp --parents -- {} "$copy/")
+    chmod 755 "$copy"
+    PG_CHROOT_SRC='' pg_chroot_exec "$PG_CHROOT" PG_MAJOR="$major" IDEM_CHROOT="$major" \
+        KEEP_WORK="${KEEP_WORK:-}" IDEM_TAP="${IDEM_TAP:-}" CLAIMS_N="${CLAIMS_N:-}" \
+        CLAIMS_ROUNDS="${CLAIMS_ROUNDS:-}" \
+        "/tmp/$(basename "$copy")/$script" "$@" || rc=$?
+    [ "$rc" -eq 0 ] || echo "(work directories inside the chroot: under $PG_CHROOT/tmp)"
+    rm -rf "$copy"
+    return "$rc"
+}
