@@ -36,7 +36,7 @@ pg_chroot_suite() {
 # the server depends on), the build tools and the package's build
 # dependencies (debian/control)
 pg_chroot_packages() {
-    local base="make gcc libc6-dev perl libipc-run-perl python3 debhelper dpkg-dev fakeroot postgresql-server-dev-all libpq-dev"
+    local base="build-essential make gcc libc6-dev perl libipc-run-perl python3 debhelper dpkg-dev fakeroot postgresql-server-dev-all libpq-dev"
     case "$1" in
         trixie) echo "$base postgresql-17 postgresql-server-dev-17" ;;
         sid) echo "$base postgresql-18 postgresql-server-dev-18" ;;
