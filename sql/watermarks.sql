@@ -147,8 +147,11 @@ CREATE ROLE regress_idem_wm_nobody;
 SET ROLE regress_idem_wm_nobody;
 SELECT idem_advance('orders', 0, 1003);
 \echo :LAST_ERROR_SQLSTATE
+-- (no context: PL/pgSQL 18 names its expression differently)
+\set SHOW_CONTEXT never
 SELECT idem_watermark('orders', 0);
 \echo :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT errors
 SELECT count(*) FROM idem_streams;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;

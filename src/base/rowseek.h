@@ -13,6 +13,7 @@
 #include "storage/itemptr.h"
 #include "storage/lmgr.h"
 #include "utils/relcache.h"
+#include "compat.h"
 
 /* What the caller wants done with the row a probe found */
 typedef enum IdemRowAction
@@ -52,7 +53,7 @@ struct IdemRowSeek
 	 */
 	bool		(*vanished) (IdemRowSeek *seek, Snapshot snap);
 	/* raise the serialization failure of an unseen or moved row */
-	void		(*conflict) (IdemRowSeek *seek) pg_attribute_noreturn();
+	void		(*conflict) (IdemRowSeek *seek) IdemNoreturnPointer;
 	TupleTableSlot *lockslot;	/* receives the locked row, for LOCK */
 	void	   *arg;			/* the caller's state */
 

@@ -165,7 +165,7 @@ IdemSpecTokenAcquire(TransactionId xid)
 	if (idem_spec_slots == NULL)
 		return SpeculativeInsertionLockAcquire(xid);
 
-	procno = MyProc->pgprocno;
+	procno = IdemMyProcNumber();
 	Assert(procno >= 0 && procno < idem_spec_nslots);
 	Assert(idem_spec_held == NULL);
 	idem_spec_seq = (idem_spec_seq % IDEM_TOKEN_SEQ_MASK) + 1;

@@ -391,11 +391,11 @@ IdemNsGrantsRefresh(void)
 {
 	TimestampTz stmt = GetCurrentStatementStartTimestamp();
 
-	if (stmt != idem_grants_stmt || MyProc->lxid != idem_grants_lxid ||
+	if (stmt != idem_grants_stmt || IdemMyLxid() != idem_grants_lxid ||
 		idem_executor_starts != idem_grants_executor_seen)
 	{
 		idem_grants_stmt = stmt;
-		idem_grants_lxid = MyProc->lxid;
+		idem_grants_lxid = IdemMyLxid();
 		idem_grants_executor_seen = idem_executor_starts;
 		if (idem_grants_statement_only)
 			IdemNsGrantReset();

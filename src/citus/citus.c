@@ -80,8 +80,7 @@ static bool idem_xact_dist_check = false;
 static bool idem_citus_preloaded = false;
 
 /* Raise the refusal */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 IdemCitusRefuse(void)
 {
 	ereport(ERROR,

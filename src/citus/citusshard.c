@@ -525,8 +525,7 @@ IdemShardAuthinfoRow(HeapTuple tuple, TupleDesc desc, void *arg)
 
 
 /* Raise a failure of conn: msg says what failed */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 IdemShardConnError(PGconn *conn, const char *msg)
 {
 	ereport(ERROR,

@@ -550,7 +550,7 @@ IdemPurgeVacuumClaims(TimestampTz deadline, MemoryContext cxt)
 		PortalDefineQuery(portal, NULL, sql, CMDTAG_VACUUM, plans, NULL);
 		PortalStart(portal, NULL, 0, InvalidSnapshot);
 		InitializeQueryCompletion(&qc);
-		(void) PortalRun(portal, FETCH_ALL, true, true, None_Receiver, None_Receiver, &qc);
+		(void) IdemPortalRun(portal, FETCH_ALL, true, None_Receiver, None_Receiver, &qc);
 		PortalDrop(portal, false);
 		/* not back to oldcxt: VACUUM committed the transaction it was in */
 		MemoryContextSwitchTo(cxt);
@@ -1113,7 +1113,8 @@ IdemPurgeGenerationsHere(const char *trigger)
 Datum
 idem_purge(PG_FUNCTION_ARGS)
 {
-	int64		max_rows = PG_ARGISNULL(0) ? PG_INT64_MAX : PG_GETARG_INT64(0);
+	/* volatile: read after the longjmp of a failing table (-Wclobbered) */
+	volatile int64 max_rows = PG_ARGISNULL(0) ? PG_INT64_MAX : PG_GETARG_INT64(0);
 	List	   *targets;
 	ListCell   *lc;
 	volatile int64 total = 0;
@@ -1189,7 +1190,8 @@ idem_purge(PG_FUNCTION_ARGS)
 Datum
 idem_purge_run(PG_FUNCTION_ARGS)
 {
-	int64		max_rows = PG_ARGISNULL(0) ? PG_INT64_MAX : PG_GETARG_INT64(0);
+	/* volatile: read after the longjmp of a failing table (-Wclobbered) */
+	volatile int64 max_rows = PG_ARGISNULL(0) ? PG_INT64_MAX : PG_GETARG_INT64(0);
 	bool		nonatomic = fcinfo->context != NULL &&
 		IsA(fcinfo->context, CallContext) &&
 		!castNode(CallContext, fcinfo->context)->atomic;

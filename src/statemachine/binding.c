@@ -137,7 +137,7 @@ static void
 IdemBindingFindKey(IdemBinding *b)
 {
 	Relation	rel = table_open(b->relid, AccessShareLock);
-	Oid			pk = RelationGetPrimaryKeyIndex(rel);
+	Oid			pk = IdemRelationGetPrimaryKeyIndex(rel);
 
 	if (OidIsValid(pk))
 	{

@@ -287,7 +287,7 @@ IdemCasIndexScan(IdemCasSeek *cs, Snapshot snapshot, TupleTableSlot *slot)
 
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, cs->subtype,
 						   cs->b->pk_collation, cs->eqproc, cs->key);
-	scan = index_beginscan(cs->seek.heap, cs->index, snapshot, 1, 0);
+	scan = IdemIndexBeginScan(cs->seek.heap, cs->index, snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	index_endscan(scan);
@@ -353,8 +353,7 @@ IdemCasDecide(IdemRowSeek *seek)
 }
 
 /* The serialization failure of a CAS under a transaction snapshot */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 IdemCasSerializationFailure(IdemRowSeek *seek pg_attribute_unused())
 {
 	ereport(ERROR,

@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 
 #include "claimkey.h"
+#include "base/base.h"
 
 PG_FUNCTION_INFO_V1(idem_key_text);
 

@@ -381,7 +381,7 @@ IdemStoreRelOpenExt(IdemStore *store, IdemStoreRel *r, LOCKMODE mode, bool nowai
 			return IDEM_OPEN_GONE;
 		}
 		SET_LOCKTAG_RELATION(tag, MyDatabaseId, relid);
-		if (!LockHeldByMe(&tag, mode))
+		if (!IdemLockHeldByMe(&tag, mode))
 		{
 			/* not locked yet in this transaction: it may have been dropped */
 			if (!nowait)
@@ -592,7 +592,7 @@ IdemProbeBeginScan(IdemStoreRel *r, int32 nsid, const bytea *key, Snapshot snaps
 				PointerGetDatum(key));
 	ScanKeyInit(&skeys[2 - keycol], 3 - keycol, BTEqualStrategyNumber, F_INT4EQ,
 				Int32GetDatum(nsid));
-	scan = index_beginscan(r->heap, IdemStoreIndex(r), snapshot, 2, 0);
+	scan = IdemIndexBeginScan(r->heap, IdemStoreIndex(r), snapshot, 2, 0);
 	index_rescan(scan, skeys, 2, NULL, 0);
 	return scan;
 }
@@ -731,8 +731,7 @@ IdemProbeExpired(IdemStore *store, IdemNamespace *ns, IdemProbe *probe)
 }
 
 /* The serialization failure a REPEATABLE READ claimer gets */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 IdemReportUnseen(IdemRowSeek *seek pg_attribute_unused())
 {
 	ereport(ERROR,
@@ -1235,8 +1234,7 @@ IdemReleaseDecide(IdemRowSeek *seek pg_attribute_unused())
  * seal and the filters do not expect it, so the claim fails until a new
  * generation is opened.
  */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 IdemReportGenerationGone(IdemNamespace *ns, int32 gen_id)
 {
 	ereport(ERROR,

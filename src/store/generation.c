@@ -364,7 +364,7 @@ IdemGenProcessUtility(PlannedStmt *pstmt)
 
 			if (IsA(name, String) && strcmp(strVal(name), "idempotency") == 0 &&
 				OidIsValid(get_extension_oid("idempotency", true)) &&
-				pg_extension_ownercheck(get_extension_oid("idempotency", true), GetUserId()))
+				IdemExtensionOwnercheck(get_extension_oid("idempotency", true), GetUserId()))
 			{
 				Oid			schema = get_namespace_oid(IDEM_SCHEMA_NAME, true);
 				Oid			claims = OidIsValid(schema) ?
@@ -1415,7 +1415,7 @@ IdemGenRootSweep(void)
 		if (index->rd_index->indisunique && index->rd_index->indisvalid &&
 			index->rd_rel->relam == BTREE_AM_OID)
 		{
-			IndexScanDesc scan = index_beginscan(heap, index, SnapshotAny, 0, 0);
+			IndexScanDesc scan = IdemIndexBeginScan(heap, index, SnapshotAny, 0, 0);
 
 			index_rescan(scan, NULL, 0, NULL, 0);
 			empty = index_getnext_tid(scan, ForwardScanDirection) == NULL;

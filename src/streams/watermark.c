@@ -174,7 +174,7 @@ IdemWmIndexScan(IdemWmSeek *ws, Snapshot snapshot)
 	skeys[0].sk_collation = ws->index->rd_indcollation[0];
 	ScanKeyInit(&skeys[1], 2, BTEqualStrategyNumber, F_INT4EQ,
 				Int32GetDatum(ws->partition));
-	scan = index_beginscan(ws->seek.heap, ws->index, snapshot, 2, 0);
+	scan = IdemIndexBeginScan(ws->seek.heap, ws->index, snapshot, 2, 0);
 	index_rescan(scan, skeys, 2, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, ws->seek.lockslot);
 	if (found)
@@ -298,8 +298,7 @@ IdemWmVanished(IdemRowSeek *seek, Snapshot snap)
 }
 
 /* A zombie's call: refused */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 IdemWmFenced(IdemWmSeek *ws, bool has_stored, int64 stored)
 {
 	char	   *stream = text_to_cstring(ws->stream);
@@ -499,8 +498,7 @@ IdemWmUpdate(IdemWmSeek *ws)
 }
 
 /* The serialization failure of an advance under a transaction snapshot */
-static void
-pg_attribute_noreturn()
+pg_noreturn static void
 IdemWmSerializationFailure(IdemRowSeek *seek pg_attribute_unused())
 {
 	ereport(ERROR,
@@ -563,7 +561,7 @@ IdemWmOpen(Relation *index)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("idem_advance() does not support row-level security on idempotency.watermarks"),
 				 errhint("Run ALTER TABLE idempotency.watermarks DISABLE ROW LEVEL SECURITY.")));
-	pk = RelationGetPrimaryKeyIndex(rel);
+	pk = IdemRelationGetPrimaryKeyIndex(rel);
 	*index = OidIsValid(pk) ? index_open(pk, RowExclusiveLock) : NULL;
 	if (*index == NULL || !(*index)->rd_index->indisvalid ||
 		!(*index)->rd_index->indisready || (*index)->rd_index->indnatts != 2 ||
