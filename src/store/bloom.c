@@ -9,6 +9,7 @@
 #include "common/hashfn.h"
 #include "utils/memutils.h"
 
+#include "base/base.h"
 #include "genfilter.h"
 
 /* The hash of a claim's identity that filters are built on */
