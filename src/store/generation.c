@@ -1156,10 +1156,12 @@ IdemGenHold(IdemGenMaintenance *done, const char *fmt,...)
  * classes, no expression or predicate (the rule of claimrel.c's
  * IdemIndexOnClaimKey, which claimers apply), as every generation table
  * gets at its opening and a restore gives back in its post-data step?
- * Read from the catalogs, without locking the table.
+ * Read from the catalogs, without locking the table.  The families of the
+ * two default operator classes come from the caller, looked up once a pass:
+ * GetDefaultOpClass scans pg_opclass, and a store holds many generations.
  */
 static bool
-IdemGenHasKeyIndex(Oid relid)
+IdemGenHasKeyIndex(Oid relid, Oid key_family, Oid ns_family)
 {
 	AttrNumber	att_key = get_attnum(relid, "key");
 	AttrNumber	att_ns = get_attnum(relid, "ns");
@@ -1178,7 +1180,6 @@ IdemGenHasKeyIndex(Oid relid)
 	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
 	{
 		Form_pg_index index = (Form_pg_index) GETSTRUCT(tuple);
-		HeapTuple	classtup;
 		bool		isnull;
 		Datum		d;
 		oidvector  *opclasses;
@@ -1189,26 +1190,24 @@ IdemGenHasKeyIndex(Oid relid)
 			!heap_attisnull(tuple, Anum_pg_index_indexprs, NULL) ||
 			!heap_attisnull(tuple, Anum_pg_index_indpred, NULL))
 			continue;
-		classtup = SearchSysCache1(RELOID, ObjectIdGetDatum(index->indexrelid));
-		if (!HeapTupleIsValid(classtup))
-			continue;
-		found = ((Form_pg_class) GETSTRUCT(classtup))->relam == BTREE_AM_OID;
-		ReleaseSysCache(classtup);
 		d = heap_getattr(tuple, Anum_pg_index_indclass, RelationGetDescr(pg_index), &isnull);
-		if (!found || isnull)
-		{
-			found = false;
+		if (isnull)
 			continue;
-		}
 		opclasses = (oidvector *) DatumGetPointer(d);
+
+		/*
+		 * Operator families belong to one access method, so opclasses of the
+		 * two btree families make it a btree: no lookup of the index's
+		 * pg_class row (a catalog read per generation in a new backend).
+		 */
+		found = true;
 		for (c = 0; c < 2 && found; c++)
 		{
 			AttrNumber	att = index->indkey.values[c];
-			Oid			type = att == att_key ? BYTEAOID : att == att_ns ? INT4OID : InvalidOid;
+			Oid			family = att == att_key ? key_family : att == att_ns ? ns_family : InvalidOid;
 
-			found = OidIsValid(type) &&
-				get_opclass_family(opclasses->values[c]) ==
-				get_opclass_family(GetDefaultOpClass(type, BTREE_AM_OID));
+			found = OidIsValid(family) &&
+				get_opclass_family(opclasses->values[c]) == family;
 		}
 		found = found && index->indkey.values[0] != index->indkey.values[1];
 	}
@@ -1259,6 +1258,8 @@ IdemGenStoreIncomplete(const IdemGeneration *gens, int ngens, int nns,
 	ListCell   *lc;
 	int32		maxid = 0;
 	IdemGenSeqState seq = {0, false};
+	Oid			key_family = InvalidOid;
+	Oid			ns_family = InvalidOid;
 	int			i;
 
 	if (creating_extension || IsBinaryUpgrade)
@@ -1266,10 +1267,16 @@ IdemGenStoreIncomplete(const IdemGeneration *gens, int ngens, int nns,
 		IdemGenHold(done, "the extension is being created or upgraded");
 		return true;
 	}
+	if (ngens > 0)
+	{
+		key_family = get_opclass_family(GetDefaultOpClass(BYTEAOID, BTREE_AM_OID));
+		ns_family = get_opclass_family(GetDefaultOpClass(INT4OID, BTREE_AM_OID));
+	}
 	for (i = 0; i < ngens; i++)
 	{
 		maxid = Max(maxid, gens[i].id);
-		if (OidIsValid(gens[i].relid) && !IdemGenHasKeyIndex(gens[i].relid))
+		if (OidIsValid(gens[i].relid) &&
+			!IdemGenHasKeyIndex(gens[i].relid, key_family, ns_family))
 		{
 			IdemGenHold(done, "table %s.%s has no valid unique index on (key, ns)",
 						IDEM_SCHEMA_NAME, IdemGenRelName(gens[i].id));
