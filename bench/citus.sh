@@ -1,8 +1,8 @@
 # bench/citus.sh: the Citus benchmark, sourced by bench/run.
 #
-# The same consumer, the README's delegated handler (claim, then update the
+# The same consumer, the delegated handler of docs/citus.md (claim, then update the
 # account), on one node (with idem_claim) and through a Citus coordinator
-# to two workers (with idem_citus_claim, as the README's recipe):
+# to two workers (with idem_citus_claim, as docs/citus.md's recipe):
 #  - one node: bench/run's own cluster, the handler a plain function;
 #  - Citus: three more clusters on this machine, with the settings of
 #    bench/run's, the handler distributed with force_delegation and
@@ -67,7 +67,7 @@ CREATE TABLE cb_accounts (id int PRIMARY KEY, balance bigint NOT NULL DEFAULT 0)
 SQL
 }
 
-# citus_handler claim: the handler, claiming with claim (the README's
+# citus_handler claim: the handler, claiming with claim (docs/citus.md's
 # idem_citus_claim with the account's shard on Citus, idem_claim on one node)
 citus_handler() {
     local claim=$1

@@ -17,7 +17,7 @@
 /* Schema that holds the extension's internal tables */
 #define IDEM_SCHEMA_NAME		"idempotency"
 
-/* Bounds on user input, documented in the README */
+/* Bounds on user input, documented in docs/reference.md */
 #define IDEM_MAX_ID_BYTES		1024
 #define IDEM_MAX_NAMESPACE_BYTES 128
 
@@ -26,7 +26,7 @@
 
 /*
  * SQLSTATEs of the extension's own errors.  Class "ID" is in the range the
- * SQL standard leaves to implementations; the README lists them.
+ * SQL standard leaves to implementations; docs/reference.md lists them (Errors).
  */
 #define ERRCODE_IDEM_FINGERPRINT_MISMATCH	MAKE_SQLSTATE('I','D','0','0','1')
 #define ERRCODE_IDEM_ILLEGAL_TRANSITION		MAKE_SQLSTATE('I','D','0','0','2')

@@ -8,7 +8,7 @@
  * the coordinator's idempotency.claims is therefore not atomic with such a
  * write: a coordinator crash between the two keeps the write and loses the
  * claim, and the redelivered event is applied again.  The exactly-once
- * recipe is the delegated handler (README, "Running on Citus"), which
+ * recipe is the delegated handler (docs/citus.md, "Running on Citus"), which
  * claims on the worker that holds the row, in the write's own local
  * transaction.  So, on a coordinator that has workers:
  *
@@ -87,7 +87,7 @@ IdemCitusRefuse(void)
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("a claim on a Citus coordinator cannot commit with writes to distributed tables"),
 			 errdetail("Citus commits a worker's writes before the coordinator's own commit, so the claim and the write would not be atomic."),
-			 errhint("Claim on the worker, in the write's own transaction: a handler function distributed with create_distributed_function(..., force_delegation := true), as the README shows.")));
+			 errhint("Claim on the worker, in the write's own transaction: a handler function distributed with create_distributed_function(..., force_delegation := true), as docs/citus.md shows.")));
 }
 
 /* Store the boolean a one-column row holds in the bool arg */
@@ -192,7 +192,7 @@ IdemCitusCheckPlainClaim(const text *nsname)
 			 errmsg("a claim in a call Citus routed to this node must be kept with a shard"),
 			 errdetail("A claim in namespace \"%s\" would stay on this node when Citus moves the shard of the rows it guards, and its events would be applied again after the move.",
 					   text_to_cstring(nsname)),
-			 errhint("Claim with idem_citus_claim(event_id, namespace, get_shard_id_for_distribution_column(table, key)), as the README's Citus recipe does.")));
+			 errhint("Claim with idem_citus_claim(event_id, namespace, get_shard_id_for_distribution_column(table, key)), as the recipe of docs/citus.md does.")));
 }
 
 /*
@@ -297,7 +297,7 @@ IdemCitusCheckDistribution(void)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the idempotency extension's tables cannot be Citus tables"),
 				 errdetail("Claims are written to each node's local idempotency.claims; a distributed or reference copy would not be read, and Citus cannot undo it for an extension's table."),
-				 errhint("Keep the claims local to each node and claim in a delegated handler, as the README's \"Running on Citus\" shows.")));
+				 errhint("Keep the claims local to each node and claim in a delegated handler, as docs/citus.md shows.")));
 }
 
 /* Transaction end: forget the transaction's claims */

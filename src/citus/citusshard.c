@@ -3,7 +3,7 @@
  *	  Claims kept with a Citus shard, and moved with it.
  *
  * On Citus a handler claims on the worker that holds the row it writes
- * (citus.c, README "Running on Citus").  When Citus moves the row's shard
+ * (citus.c, docs/citus.md).  When Citus moves the row's shard
  * (citus_move_shard_placement, the rebalancer), redeliveries reach the new
  * node, so the claims must be there too.  idem_citus_claim(event_id,
  * namespace, shard) makes that possible:
@@ -316,7 +316,7 @@ IdemCitusShardEnter(int64 shard)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("claims kept with a Citus shard live on workers, not on the coordinator"),
 				 errdetail("This call was not delegated to the worker that holds shard " INT64_FORMAT ".", shard),
-				 errhint("Call the handler on its own, one call per statement, and distribute it with create_distributed_function(..., force_delegation := true), as the README shows.")));
+				 errhint("Call the handler on its own, one call per statement, and distribute it with create_distributed_function(..., force_delegation := true), as docs/citus.md shows.")));
 	if (info.place == IDEM_SHARD_REPLICATED)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -9,7 +9,7 @@
 
 #include "base/base.h"
 
-/* Bounds on definitions, documented in the README */
+/* Bounds on definitions, documented in docs/reference.md */
 #define IDEM_MAX_MACHINE_NAME_BYTES	128
 #define IDEM_MAX_STATE_BYTES		128
 #define IDEM_MAX_STATES				256

@@ -1,6 +1,8 @@
-# The README's examples run as written.  SQL blocks preceded by
-# "<!-- readme-test -->" are executed in order on a fresh database, and
-# each "<!-- readme-check: QUERY => RESULT -->" compares a query's result.
+# The README's examples run as written, and then those of the guides that
+# continue its quick start (docs/requests.md, the HTTP handler).  SQL blocks
+# preceded by "<!-- readme-test -->" are executed in order on a fresh
+# database, and each "<!-- readme-check: QUERY => RESULT -->" compares a
+# query's result.
 use strict;
 use warnings;
 
@@ -10,8 +12,11 @@ use Test::More;
 
 my $root = $ENV{IDEMPOTENCY_ROOT} or die "IDEMPOTENCY_ROOT is not set";
 my @steps;
+my @files = ('README.md', 'docs/requests.md');
+my %sql_in;
+foreach my $file (@files)
 {
-	open(my $fh, '<', "$root/README.md") or die "cannot read README.md: $!";
+	open(my $fh, '<', "$root/$file") or die "cannot read $file: $!";
 	my ($want, $in, $block) = (0, 0, '');
 	while (my $line = <$fh>)
 	{
@@ -19,7 +24,8 @@ my @steps;
 		{
 			if ($line =~ /^```\s*$/)
 			{
-				push @steps, [ 'sql', $block ];
+				push @steps, [ 'sql', $block, $file ];
+				$sql_in{$file}++;
 				($in, $block) = (0, '');
 			}
 			else
@@ -37,11 +43,13 @@ my @steps;
 		}
 		elsif ($line =~ /^<!-- readme-check: (.*) => (.*) -->/)
 		{
-			push @steps, [ 'check', $1, $2 ];
+			push @steps, [ 'check', $1, $2, $file ];
 		}
 	}
+	close($fh);
 }
-cmp_ok(scalar(grep { $_->[0] eq 'sql' } @steps), '>=', 4, 'found the README examples');
+cmp_ok($sql_in{'README.md'} // 0, '>=', 4, 'found the README examples');
+cmp_ok($sql_in{'docs/requests.md'} // 0, '>=', 1, 'found the example of docs/requests.md');
 
 my $node = PostgreSQL::Test::Cluster->new('readme');
 $node->init;
@@ -57,12 +65,12 @@ foreach my $step (@steps)
 	{
 		my ($rc, $out, $err) = $node->psql('postgres', $step->[1],
 			extra_params => [ '-v', 'ON_ERROR_STOP=1' ]);
-		is($rc, 0, "README example $n runs") or diag($err);
+		is($rc, 0, "example $n ($step->[2]) runs") or diag($err);
 	}
 	else
 	{
 		is($node->safe_psql('postgres', $step->[1]), $step->[2],
-			"README check $n: $step->[1]");
+			"check $n ($step->[3]): $step->[1]");
 	}
 }
 

@@ -1,6 +1,6 @@
 # Exactly-once on a real Citus cluster: a coordinator and two workers on
 # loopback (unix sockets), each with idempotency preloaded beside citus.
-#  - The delegated handler of the README's "Running on Citus" section: a
+#  - The delegated handler of docs/citus.md ("Running on Citus"): a
 #    PL/pgSQL function that claims and then writes, distributed with
 #    force_delegation and co-located with its table, so that each call runs
 #    on the worker holding the account's shard, its claim in that worker's
@@ -15,7 +15,7 @@
 #    table included; a Citus local table, on the coordinator alone, is not
 #    refused.
 #  - Namespaces reach every node through run_command_on_all_nodes, and so
-#    do reads of claims across the cluster, as the README shows.
+#    do reads of claims across the cluster, as docs/citus.md shows.
 #  - Shard moves during a load (logical replication and block_writes),
 #    then the rebalancer: idem_citus_claim keeps each claim with its
 #    account's shard and the move takes the claims along, so each node
@@ -107,20 +107,20 @@ is($coord->safe_psql('postgres', q{SELECT idem_claim('after-refusal', 'payments'
 	'claims still work on the coordinator');
 $coord->safe_psql('postgres', q{SELECT idem_release('after-refusal', 'payments')});
 
-# --- the README recipe (its SQL is run here as written there) --------------
-my $readme = slurp_file("$ENV{IDEMPOTENCY_ROOT}/README.md");
-my ($section) = $readme =~ /^## Running on Citus\n(.*?)^## /ms;
-ok(defined $section, 'the README has a "Running on Citus" section');
+# --- the recipe of docs/citus.md (its SQL is run here as written there) ----
+my $guide = slurp_file("$ENV{IDEMPOTENCY_ROOT}/docs/citus.md");
+my ($section) = $guide =~ /\A# Running on Citus\n(.*)\z/ms;
+ok(defined $section, 'docs/citus.md is the "Running on Citus" guide');
 my @blocks = ($section // '') =~ /<!-- citus-test -->\n```sql\n(.*?)```/gs;
 cmp_ok(scalar(@blocks), '>=', 2, 'with SQL blocks marked for this test');
 for my $i (0 .. $#blocks)
 {
 	my ($rc, $out, $err) = $coord->psql('postgres', $blocks[$i], on_error_stop => 1);
-	is($rc, 0, "README Citus block $i runs on the coordinator") or diag($err);
+	is($rc, 0, "docs/citus.md block $i runs on the coordinator") or diag($err);
 }
 
 is($coord->safe_psql('postgres', q{SELECT balance FROM accounts WHERE id = 42}), '1999',
-	"the README's event is applied once, though delivered twice");
+	"the guide's event is applied once, though delivered twice");
 # the worker holding account 42 releases the claim: the event applies again
 my $shard42 = $coord->safe_psql('postgres',
 	q{SELECT get_shard_id_for_distribution_column('accounts', 42)});
@@ -154,7 +154,7 @@ $coord->command_ok(
 	[ 'pgbench', '-n', '-c', '4', '-j', '2', '-t', '2000', '-f', $script, 'postgres' ],
 	'4 clients deliver 8,000 payments with repeats through the delegated handler');
 # then every event once more, as a broker redelivering its whole log: one
-# call per statement, as the README says (several in one statement would
+# call per statement, as docs/citus.md says (several in one statement would
 # run on the coordinator, which the guard rail refuses)
 $coord->safe_psql('postgres',
 	join('', map { sprintf("SELECT handle_payment(%d, 'ev-%d', 1);\n", ($_ % 100) + 1, $_) } 1 .. $events));

@@ -1,5 +1,5 @@
 # Exactly-once through PL/Proxy, and a resharding from 2 to 4 partitions
-# that keeps every claim: the README's "Sharding with PL/Proxy" SQL, run as
+# that keeps every claim: docs/plproxy.md's "Sharding with PL/Proxy" SQL, run as
 # written there (only the connection strings get this cluster's socket and
 # port).  Events are delivered with repeats by 4 clients through the proxy;
 # the claims that now route to the new partitions are imported there; then
@@ -31,9 +31,9 @@ max_connections = 60
 $node->start;
 my $conn = sprintf('host=%s port=%d dbname=', $node->host, $node->port);
 
-my $readme = slurp_file("$ENV{IDEMPOTENCY_ROOT}/README.md");
-my ($section) = $readme =~ /^## Sharding with PL\/Proxy\n(.*?)^## /ms;
-ok(defined $section, 'the README has a "Sharding with PL/Proxy" section');
+my $guide = slurp_file("$ENV{IDEMPOTENCY_ROOT}/docs/plproxy.md");
+my ($section) = $guide =~ /\A# Sharding with PL\/Proxy\n(.*)\z/ms;
+ok(defined $section, 'docs/plproxy.md is the "Sharding with PL/Proxy" guide');
 my %block;
 my $text = $section // '';
 while ($text =~ /<!-- plproxy-test ([\w-]+) -->\n```sql\n(.*?)```/gs)
@@ -50,7 +50,7 @@ sub run_block
 	my ($db, $name, @vars) = @_;
 	my ($rc, $out, $err) = $node->psql($db, $block{$name}, on_error_stop => 1,
 		extra_params => [ map { ('-v', $_) } @vars ]);
-	is($rc, 0, "README block '$name' runs in $db") or diag($err);
+	is($rc, 0, "docs/plproxy.md block '$name' runs in $db") or diag($err);
 	return $out;
 }
 

@@ -1,4 +1,4 @@
-# The README's "Using it from drivers" snippets run as written there: the
+# docs/drivers.md's "Using it from drivers" snippets run as written there: the
 # psycopg 3 one with Debian's python3-psycopg, the node-postgres one with
 # npm's pg (test/run tap installs it and passes its node_modules in
 # IDEM_NODE_PATH).  Each snippet asserts what it shows (a redelivery is a
@@ -26,15 +26,15 @@ if (@missing)
 	plan skip_all => "SKIPPED: missing @missing";
 }
 
-my $readme = slurp_file("$ENV{IDEMPOTENCY_ROOT}/README.md");
-my ($section) = $readme =~ /^## Using it from drivers\n(.*?)^## /ms;
-ok(defined $section, 'the README has a "Using it from drivers" section');
+my $guide = slurp_file("$ENV{IDEMPOTENCY_ROOT}/docs/drivers.md");
+my ($section) = $guide =~ /\A# Using it from drivers\n(.*)\z/ms;
+ok(defined $section, 'docs/drivers.md is the "Using it from drivers" guide');
 my %block;
 while (($section // '') =~ /<!-- drivers-test: ([\w-]+) -->\n```\w+\n(.*?)```/gs)
 {
 	$block{$1} = $2;
 }
-ok(defined $block{$_}, "the README has the $_ block") for qw(schema psycopg node-postgres);
+ok(defined $block{$_}, "docs/drivers.md has the $_ block") for qw(schema psycopg node-postgres);
 
 my $node = PostgreSQL::Test::Cluster->new('drivers');
 $node->init;

@@ -1,4 +1,4 @@
-# Exactly-once behind pgbouncer (Debian's pgbouncer), as the README's
+# Exactly-once behind pgbouncer (Debian's pgbouncer), as docs/poolers.md's
 # "Behind a connection pooler" section describes:
 #  - transaction pooling, 12 clients on a pool of 3 server connections, a
 #    redelivery load (every event delivered about 3 times) of claim and

@@ -1,7 +1,7 @@
-# The README's "Scheduling with pg_cron" recipe, with Debian's
+# docs/pg_cron.md's "Scheduling with pg_cron" recipe, with Debian's
 # postgresql-15-cron: the worker off, CALL idem_purge_run() scheduled in
 # the cron database and, with cron.schedule_in_database, in another one
-# (the README's schedule made every minute, pg_cron 1.4's shortest).  Both
+# (the guide's schedule made every minute, pg_cron 1.4's shortest).  Both
 # jobs succeed, purge every expired claim and keep every live one, and show
 # in idem_purge_runs as procedure runs by pg_cron.
 use strict;
@@ -20,10 +20,10 @@ if (!-f "$libdir/pg_cron.so")
 	plan skip_all => 'SKIPPED: pg_cron is not installed (postgresql-15-cron)';
 }
 
-my $readme = slurp_file("$ENV{IDEMPOTENCY_ROOT}/README.md");
-my ($section) = $readme =~ /^## Scheduling with pg_cron\n(.*?)^## /ms;
+my $guide = slurp_file("$ENV{IDEMPOTENCY_ROOT}/docs/pg_cron.md");
+my ($section) = $guide =~ /\A# Scheduling with pg_cron\n(.*)\z/ms;
 my ($recipe) = ($section // '') =~ /<!-- cron-test -->\n```sql\n(.*?)```/s;
-ok(defined $recipe, 'the README has the pg_cron recipe');
+ok(defined $recipe, 'docs/pg_cron.md has the pg_cron recipe');
 $recipe //= '';
 like($recipe, qr/CALL idem_purge_run\(\)/, 'the recipe calls idem_purge_run');
 (my $every_minute = $recipe) =~ s{'\*/5 \* \* \* \*'}{'* * * * *'}g;

@@ -137,7 +137,7 @@ note('subscriber held back for: ' . $sub->safe_psql('app', q{
 	SELECT string_agg(DISTINCT error, ' | ') FROM idempotency.purge_runs
 	 WHERE target = 'idempotency.generations' AND run_id >= 1000000000}));
 
-# From here on, the subscriber as the README says to run one: its worker
+# From here on, the subscriber as docs/operations.md says to run one: its worker
 # paused in the subscribed database, the publisher's purge reaching it
 # through the subscription
 pause_worker($sub, 'app');
