@@ -2,9 +2,9 @@
  * compat.h
  *	  Shims over the differences between the PostgreSQL majors the
  *	  extension builds for.  CI builds it with -Werror and runs its suites
- *	  on 15, 17 and 18 (test/run --pg N); 16 is not tested (no Debian
- *	  archive at hand carries it), though every shim below that changed in
- *	  16 takes it into account; 19 does not build yet; the branches for 13
+ *	  on 15, 17, 18 and 19 (release candidate 1; test/run --pg N); 16 is
+ *	  not tested (no Debian archive at hand carries it), though every shim
+ *	  below that changed in 16 takes it into account; the branches for 13
  *	  and 14 are kept but no longer built by CI.
  *
  * The one file of src/ that tests PG_VERSION_NUM (scripts/check-layout.py
