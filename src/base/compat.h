@@ -2,9 +2,9 @@
  * compat.h
  *	  Shims over the differences between the PostgreSQL majors the
  *	  extension builds for.  CI builds it with -Werror and runs its suites
- *	  on 15, 17 and 18 (test/run --pg N); 16 is not tested (no Debian
- *	  archive at hand carries it), though every shim below that changed in
- *	  16 takes it into account; 19 does not build yet; the branches for 13
+ *	  on 15, 17, 18 and 19 (release candidate 1; test/run --pg N); 16 is
+ *	  not tested (no Debian archive at hand carries it), though every shim
+ *	  below that changed in 16 takes it into account; the branches for 13
  *	  and 14 are kept but no longer built by CI.
  *
  * The one file of src/ that tests PG_VERSION_NUM (scripts/check-layout.py
@@ -26,6 +26,7 @@
 #include "catalog/pg_extension.h"
 #include "executor/executor.h"
 #include "parser/parse_relation.h"
+#include "storage/bufmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/rel.h"
@@ -116,9 +117,14 @@ typedef RelFileNode IdemRelFile;
 /*
  * ExecInsertIndexTuples for a speculative insertion into resultRelInfo
  * (noDupErr, every unique index an arbiter).  PostgreSQL 14 took the
- * result relation as an argument, 16 added onlySummarizing.
+ * result relation as an argument, 16 added onlySummarizing; 19 folded
+ * update, noDupErr and onlySummarizing into flags (EIIT_*) and moved slot
+ * after them.
  */
-#if PG_VERSION_NUM >= 160000
+#if PG_VERSION_NUM >= 190000
+#define IdemExecInsertIndexTuples(rri, slot, estate, conflict) \
+	ExecInsertIndexTuples((rri), (estate), EIIT_NO_DUPE_ERROR, (slot), NIL, (conflict))
+#elif PG_VERSION_NUM >= 160000
 #define IdemExecInsertIndexTuples(rri, slot, estate, conflict) \
 	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), NIL, false)
 #elif PG_VERSION_NUM >= 140000
@@ -206,13 +212,21 @@ IdemExecSetResultRelation(EState *estate, ResultRelInfo *rri)
 #define IdemIndexInsert(index, values, isnull, tid, heap, check, unchanged, info) 	index_insert((index), (values), (isnull), (tid), (heap), (check), (info))
 #endif
 
-/* heap_update: 16 reports which indexes the update must touch; unused here */
+/*
+ * heap_update: 16 reports which indexes the update must touch; unused here.
+ * 19 added options (TABLE_UPDATE_NO_LOGICAL, for table rewrites only): none.
+ */
 static inline TM_Result
 IdemHeapUpdate(Relation rel, ItemPointer otid, HeapTuple newtup, CommandId cid,
 			   Snapshot crosscheck, bool wait, TM_FailureData *tmfd,
 			   LockTupleMode *lockmode)
 {
-#if PG_VERSION_NUM >= 160000
+#if PG_VERSION_NUM >= 190000
+	TU_UpdateIndexes update_indexes;
+
+	return heap_update(rel, otid, newtup, cid, 0, crosscheck, wait, tmfd, lockmode,
+					   &update_indexes);
+#elif PG_VERSION_NUM >= 160000
 	TU_UpdateIndexes update_indexes;
 
 	return heap_update(rel, otid, newtup, cid, crosscheck, wait, tmfd, lockmode,
@@ -223,15 +237,59 @@ IdemHeapUpdate(Relation rel, ItemPointer otid, HeapTuple newtup, CommandId cid,
 }
 
 /*
- * The btree search of btprobe.c: _bt_search took a snapshot (for
- * old_snapshot_threshold) until 16, then the heap; _bt_get_endpoint a
- * snapshot until 17; BTPageGetOpaque is 15's
+ * heap_delete of a row that is not moving to another partition: 19 turned
+ * changingPart into options (TABLE_DELETE_CHANGING_PARTITION, and
+ * TABLE_DELETE_NO_LOGICAL for table rewrites), placed after cid
  */
-#if PG_VERSION_NUM >= 160000
-#define IdemBtSearch(index, skey, buf)	_bt_search((index), NULL, (skey), (buf), BT_READ)
+#if PG_VERSION_NUM >= 190000
+#define IdemHeapDelete(rel, tid, cid, crosscheck, wait, tmfd) \
+	heap_delete((rel), (tid), (cid), 0, (crosscheck), (wait), (tmfd))
 #else
-#define IdemBtSearch(index, skey, buf)	_bt_search((index), (skey), (buf), BT_READ, NULL)
+#define IdemHeapDelete(rel, tid, cid, crosscheck, wait, tmfd) \
+	heap_delete((rel), (tid), (cid), (crosscheck), (wait), (tmfd), false)
 #endif
+
+/*
+ * Opportunistic pruning of a heap page the caller is about to update, as
+ * an index fetch does.  19 lets the pruning set the page all-visible in
+ * the visibility map when the query only reads the relation
+ * (rel_read_only), pinning the map's page in *vmbuffer, which the caller
+ * releases: here the relation is written, so false, and the pin is
+ * dropped at once.
+ */
+static inline void
+IdemHeapPagePruneOpt(Relation rel, Buffer buffer)
+{
+#if PG_VERSION_NUM >= 190000
+	Buffer		vmbuffer = InvalidBuffer;
+
+	heap_page_prune_opt(rel, buffer, &vmbuffer, false);
+	if (BufferIsValid(vmbuffer))
+		ReleaseBuffer(vmbuffer);
+#else
+	heap_page_prune_opt(rel, buffer);
+#endif
+}
+
+/*
+ * The descent of btprobe.c to the leaf page that may hold skey, read-locked
+ * in *buf (InvalidBuffer if the index has no root), without the stack of
+ * parents: _bt_search took a snapshot (for old_snapshot_threshold) until
+ * 16, then the heap; 19 builds the stack only if asked (returnstack) and
+ * no longer exports _bt_freestack.  _bt_get_endpoint took a snapshot until
+ * 17; BTPageGetOpaque is 15's.
+ */
+static inline void
+IdemBtDescend(Relation index, BTScanInsert skey, Buffer *buf)
+{
+#if PG_VERSION_NUM >= 190000
+	(void) _bt_search(index, NULL, skey, buf, BT_READ, false);
+#elif PG_VERSION_NUM >= 160000
+	_bt_freestack(_bt_search(index, NULL, skey, buf, BT_READ));
+#else
+	_bt_freestack(_bt_search(index, skey, buf, BT_READ, NULL));
+#endif
+}
 #if PG_VERSION_NUM >= 170000
 #define IdemBtEndpoint(index, level)	_bt_get_endpoint((index), (level), false)
 #else
@@ -308,8 +366,16 @@ IdemHeapUpdate(Relation rel, ItemPointer otid, HeapTuple newtup, CommandId cid,
 #define IdemMyProcNumber()		((int) MyProc->pgprocno)
 #endif
 
-/* index_beginscan without instrumentation (18 added it) */
-#if PG_VERSION_NUM >= 180000
+/*
+ * index_beginscan without instrumentation (18 added it), and with no scan
+ * flags (19 added them: SO_HINT_REL_READ_ONLY would let the heap fetches
+ * set pages all-visible; every caller here may write the relation, or
+ * scans with SnapshotAny, so none is passed, as before 19)
+ */
+#if PG_VERSION_NUM >= 190000
+#define IdemIndexBeginScan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys), SO_NONE)
+#elif PG_VERSION_NUM >= 180000
 #define IdemIndexBeginScan(heap, index, snapshot, nkeys, norderbys) \
 	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys))
 #else
@@ -335,6 +401,48 @@ IdemHeapUpdate(Relation rel, ItemPointer otid, HeapTuple newtup, CommandId cid,
 #else
 #define IdemPortalRun(portal, count, toplevel, dest, altdest, qc) \
 	PortalRun((portal), (count), (toplevel), true, (dest), (altdest), (qc))
+#endif
+
+/*
+ * A sequential scan and a TID range scan with no scan flags: 19 added them
+ * (SO_HINT_REL_READ_ONLY among them), none passed, as before 19 (the TID
+ * range scan is the purge's, which deletes what it reads)
+ */
+#if PG_VERSION_NUM >= 190000
+#define IdemTableBeginScan(rel, snapshot, nkeys, key) \
+	table_beginscan((rel), (snapshot), (nkeys), (key), SO_NONE)
+#define IdemTableBeginScanTidRange(rel, snapshot, mintid, maxtid) \
+	table_beginscan_tidrange((rel), (snapshot), (mintid), (maxtid), SO_NONE)
+#else
+#define IdemTableBeginScan(rel, snapshot, nkeys, key) \
+	table_beginscan((rel), (snapshot), (nkeys), (key))
+#define IdemTableBeginScanTidRange(rel, snapshot, mintid, maxtid) \
+	table_beginscan_tidrange((rel), (snapshot), (mintid), (maxtid))
+#endif
+
+/*
+ * A shared hash table of a fixed number of entries: 19's ShmemInitHash
+ * takes one size (the table no longer grows past its initial size)
+ */
+#if PG_VERSION_NUM >= 190000
+#define IdemShmemInitHash(name, nelems, info, flags) \
+	ShmemInitHash((name), (nelems), (info), (flags))
+#else
+#define IdemShmemInitHash(name, nelems, info, flags) \
+	ShmemInitHash((name), (nelems), (nelems), (info), (flags))
+#endif
+
+/*
+ * Does a planned statement write any relation (INSERT, UPDATE, DELETE,
+ * MERGE)?  19 replaced the list resultRelations by the set
+ * resultRelationRelids, the same range-table indexes.
+ */
+#if PG_VERSION_NUM >= 190000
+#define IdemPlannedStmtHasResultRelations(pstmt) \
+	(!bms_is_empty((pstmt)->resultRelationRelids))
+#else
+#define IdemPlannedStmtHasResultRelations(pstmt) \
+	((pstmt)->resultRelations != NIL)
 #endif
 
 #endif							/* IDEM_COMPAT_H */

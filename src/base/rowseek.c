@@ -154,9 +154,9 @@ IdemRowSeekRun(IdemRowSeek *seek)
 		if (action == IDEM_ROW_DELETE)
 		{
 			CheckCmdReplicaIdentity(seek->heap, CMD_DELETE);
-			result = heap_delete(seek->heap, &seek->tid,
-								 GetCurrentCommandId(true), InvalidSnapshot,
-								 !seek->nowait, &tmfd, false);
+			result = IdemHeapDelete(seek->heap, &seek->tid,
+									GetCurrentCommandId(true), InvalidSnapshot,
+									!seek->nowait, &tmfd);
 		}
 		else
 			result = table_tuple_lock(seek->heap, &seek->tid,

@@ -47,9 +47,8 @@ IdemStatsShmemInit(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(IdemStatsKey);
 	info.entrysize = sizeof(IdemStatsEntry);
-	idem_stats_hash = ShmemInitHash("idempotency stats",
-									idem_stats_max, idem_stats_max,
-									&info, HASH_ELEM | HASH_BLOBS);
+	idem_stats_hash = IdemShmemInitHash("idempotency stats", idem_stats_max,
+										&info, HASH_ELEM | HASH_BLOBS);
 }
 
 /*

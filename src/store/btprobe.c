@@ -392,9 +392,7 @@ IdemBtreeFirst(Relation index, IdemBtreeFences **fences, MemoryContext cxt,
 	}
 	if (!BufferIsValid(buf))
 	{
-		BTStack		stack = IdemBtSearch(index, skey, &buf);
-
-		_bt_freestack(stack);
+		IdemBtDescend(index, skey, &buf);
 		if (!BufferIsValid(buf))
 			goto done;			/* no root: an empty index */
 	}

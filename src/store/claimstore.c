@@ -1613,7 +1613,7 @@ IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss, int nns,
 	snap.curcid = cid;
 
 	IdemPurgeWindowEnd(cursor, &maxtid);
-	scan = table_beginscan_tidrange(store->heap, &snap, cursor, &maxtid);
+	scan = IdemTableBeginScanTidRange(store->heap, &snap, cursor, &maxtid);
 	slot = table_slot_create(store->heap, NULL);
 	*more = false;
 	while (table_scan_getnextslot_tidrange(scan, ForwardScanDirection, slot))
@@ -1635,8 +1635,8 @@ IdemStorePurgeBatch(IdemStore *store, const IdemNamespace *nss, int nns,
 			continue;
 
 		*cursor = tid;
-		result = heap_delete(store->heap, &tid, cid, InvalidSnapshot,
-							 false, &tmfd, false);
+		result = IdemHeapDelete(store->heap, &tid, cid, InvalidSnapshot,
+								false, &tmfd);
 		if (result == TM_Ok)
 		{
 			deleted++;

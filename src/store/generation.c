@@ -180,7 +180,7 @@ void
 IdemGenExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	if ((eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0 &&
-		queryDesc->plannedstmt->resultRelations != NIL)
+		IdemPlannedStmtHasResultRelations(queryDesc->plannedstmt))
 	{
 		ListCell   *lc;
 
@@ -967,7 +967,7 @@ static void
 IdemGenFilterScan(Relation rel, AttrNumber att_ns, AttrNumber att_key,
 				  IdemFilter *filter, IdemFilter *also)
 {
-	TableScanDesc scan = table_beginscan(rel, SnapshotAny, 0, NULL);
+	TableScanDesc scan = IdemTableBeginScan(rel, SnapshotAny, 0, NULL);
 	HeapTuple	tuple;
 
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
@@ -1041,7 +1041,7 @@ IdemGenSeal(IdemGeneration *gen)
 	nshash = hash_create("idempotency seal namespaces", 64, &ctl,
 						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 
-	scan = table_beginscan(rel, SnapshotAny, 0, NULL);
+	scan = IdemTableBeginScan(rel, SnapshotAny, 0, NULL);
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		bool		isnull;

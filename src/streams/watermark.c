@@ -231,7 +231,7 @@ IdemWmProbeCached(IdemWmSeek *ws)
 	htid = e->root;
 	buffer = ReadBuffer(rel, ItemPointerGetBlockNumber(&htid));
 	/* prune the page as an index fetch would, so that updates stay HOT */
-	heap_page_prune_opt(rel, buffer);
+	IdemHeapPagePruneOpt(rel, buffer);
 	LockBuffer(buffer, BUFFER_LOCK_SHARE);
 	if (heap_hot_search_buffer(&htid, rel, buffer, &ws->dirty, &tuple, &all_dead, true))
 	{
