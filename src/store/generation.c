@@ -57,6 +57,7 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am_d.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
@@ -1160,17 +1161,53 @@ IdemGenHold(IdemGenMaintenance *done, const char *fmt,...)
  * two default operator classes come from the caller, looked up once a pass:
  * GetDefaultOpClass scans pg_opclass, and a store holds many generations.
  */
+/*
+ * The attribute numbers of columns key and ns of relid, in one scan of
+ * pg_attribute (a cold backend would pay two catalog cache misses).
+ */
+static void
+IdemGenKeyAtts(Oid relid, AttrNumber *att_key, AttrNumber *att_ns)
+{
+	Relation	pg_attribute;
+	SysScanDesc scan;
+	ScanKeyData key[2];
+	HeapTuple	tuple;
+
+	*att_key = *att_ns = InvalidAttrNumber;
+	ScanKeyInit(&key[0], Anum_pg_attribute_attrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&key[1], Anum_pg_attribute_attnum, BTGreaterStrategyNumber, F_INT2GT,
+				Int16GetDatum(0));
+	pg_attribute = table_open(AttributeRelationId, AccessShareLock);
+	scan = systable_beginscan(pg_attribute, AttributeRelidNumIndexId, true, NULL, 2, key);
+	while ((*att_key == InvalidAttrNumber || *att_ns == InvalidAttrNumber) &&
+		   HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_attribute att = (Form_pg_attribute) GETSTRUCT(tuple);
+
+		if (att->attisdropped)
+			continue;
+		if (strcmp(NameStr(att->attname), "key") == 0)
+			*att_key = att->attnum;
+		else if (strcmp(NameStr(att->attname), "ns") == 0)
+			*att_ns = att->attnum;
+	}
+	systable_endscan(scan);
+	table_close(pg_attribute, AccessShareLock);
+}
+
 static bool
 IdemGenHasKeyIndex(Oid relid, Oid key_family, Oid ns_family)
 {
-	AttrNumber	att_key = get_attnum(relid, "key");
-	AttrNumber	att_ns = get_attnum(relid, "ns");
+	AttrNumber	att_key;
+	AttrNumber	att_ns;
 	Relation	pg_index;
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
 	bool		found = false;
 
+	IdemGenKeyAtts(relid, &att_key, &att_ns);
 	if (att_key == InvalidAttrNumber || att_ns == InvalidAttrNumber)
 		return false;
 	ScanKeyInit(&key, Anum_pg_index_indrelid, BTEqualStrategyNumber, F_OIDEQ,
@@ -1287,10 +1324,16 @@ IdemGenStoreIncomplete(const IdemGeneration *gens, int ngens, int nns,
 	foreach(lc, children)
 	{
 		Oid			child = lfirst_oid(lc);
-		char	   *name = get_rel_name(child);
+		char	   *name;
 		int32		id;
 		char		tail;
 
+		/* a generation's own table, found by its name when gens was read */
+		for (i = 0; i < ngens && gens[i].relid != child; i++)
+			;
+		if (i < ngens)
+			continue;
+		name = get_rel_name(child);
 		if (name == NULL || get_rel_namespace(child) != cat.schema ||
 			sscanf(name, "claims_g%d%c", &id, &tail) != 1)
 			continue;			/* not a generation's name: not ours */
