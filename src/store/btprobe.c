@@ -44,7 +44,6 @@
 #include "catalog/pg_index.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
-#include "utils/fmgroids.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -76,72 +75,6 @@ IdemKeyPrefix(const bytea *key)
 	for (int i = 0; i < 8; i++)
 		v = (v << 8) | (i < len ? p[i] : 0);
 	return v;
-}
-
-/*
- * Can IdemLeafCompare compare key with index's items: both columns
- * ascending, compared by byteacmp and btint4cmp (skey says), and key a
- * plain varlena?
- */
-static bool
-IdemLeafCompareApplies(Relation index, BTScanInsert skey, AttrNumber keycol,
-					   const bytea *key)
-{
-	if (VARATT_IS_EXTENDED(key) && !VARATT_IS_SHORT(key))
-		return false;
-	for (int c = 0; c < 2; c++)
-		if ((index->rd_indoption[c] & INDOPTION_DESC) != 0 ||
-			skey->scankeys[c].sk_func.fn_oid != (c + 1 == keycol ? F_BYTEACMP : F_BTINT4CMP))
-			return false;
-	return skey->keysz == 2;
-}
-
-/*
- * Compare (key, nsid) with the data item at off of a leaf, as _bt_compare
- * does for that index when IdemLeafCompareApplies (byteacmp: the bytes,
- * then the length; then the namespace ids), without its per-column datum
- * fetches and function calls.  An item with nulls, or whose key is not a
- * plain inline varlena, goes to _bt_compare.
- */
-static int
-IdemLeafCompare(Relation index, BTScanInsert skey, Page page, OffsetNumber off,
-				AttrNumber keycol, const bytea *key, int32 nsid)
-{
-	IndexTuple	itup = (IndexTuple) PageGetItem(page, PageGetItemId(page, off));
-	char	   *data;
-	char	   *item_key;
-	int32		item_ns;
-	int			len;
-	int			item_len;
-	int			cmp;
-
-	if (IndexTupleHasNulls(itup))
-		return _bt_compare(index, skey, page, off);
-	data = (char *) itup + IndexInfoFindDataOffset(itup->t_info);
-	if (keycol == 1)
-		item_key = data;
-	else
-	{
-		memcpy(&item_ns, data, sizeof(int32));
-		item_key = data + att_align_pointer(sizeof(int32), TYPALIGN_INT, -1,
-											data + sizeof(int32));
-	}
-	if (VARATT_IS_EXTENDED(item_key) && !VARATT_IS_SHORT(item_key))
-		return _bt_compare(index, skey, page, off);
-	len = VARSIZE_ANY_EXHDR(key);
-	item_len = VARSIZE_ANY_EXHDR(item_key);
-	cmp = memcmp(VARDATA_ANY(key), VARDATA_ANY(item_key), Min(len, item_len));
-	if (cmp != 0)
-		return cmp;
-	if (len != item_len)
-		return len < item_len ? -1 : 1;
-	if (keycol == 1)
-	{
-		Size		ns_off = att_align_nominal(VARSIZE_ANY(item_key), TYPALIGN_INT);
-
-		memcpy(&item_ns, data + ns_off, sizeof(int32));
-	}
-	return nsid < item_ns ? -1 : (nsid > item_ns ? 1 : 0);
 }
 
 /*
@@ -235,13 +168,8 @@ IdemFencesBuild(Relation index, AttrNumber keycol, MemoryContext cxt)
 /*
  * The leaf the fences say may hold a key of prefix p, or InvalidBlockNumber
  * if they cannot tell: the last leaf whose low bound's prefix is below p,
- * unless the next one's is p itself.
- *
- * The search starts where p would be if the prefixes were spread evenly
- * between the first and the last (random ids, such as UUIDs, are), and
- * widens from there until it brackets p: a few neighbouring cache lines
- * instead of a binary search's dozen scattered ones.  Uneven prefixes
- * only widen it, to at worst twice a binary search's steps.
+ * unless the next one's is p itself.  A binary search; the first fence is
+ * minus infinity, so the search is over the others.
  */
 static BlockNumber
 IdemFencesLeaf(const IdemBtreeFences *f, uint64 p)
@@ -251,42 +179,7 @@ IdemFencesLeaf(const IdemBtreeFences *f, uint64 p)
 
 	if (f->n == 0)
 		return InvalidBlockNumber;
-	/* the first fence is minus infinity; find the first of the others >= p */
-	if (f->n > 2 && p > f->prefix[1] && p <= f->prefix[f->n - 1])
-	{
-		uint64		first = f->prefix[1];
-		double		frac = (double) (p - first) / (double) (f->prefix[f->n - 1] - first);
-		int			guess = 1 + (int) (frac * (f->n - 2));
-		int			step = 1;
-
-		guess = Max(1, Min(guess, f->n - 1));
-		if (f->prefix[guess] < p)
-		{
-			/* p is right of guess: widen right until a fence >= p */
-			lo = guess + 1;
-			while (lo + step < f->n && f->prefix[lo + step] < p)
-			{
-				lo += step + 1;
-				step *= 2;
-			}
-			hi = Min(lo + step, f->n);
-		}
-		else
-		{
-			/* p is at or left of guess: widen left until a fence < p */
-			hi = guess;
-			while (hi - step > 1 && f->prefix[hi - step] >= p)
-			{
-				hi -= step;
-				step *= 2;
-			}
-			lo = Max(hi - step + 1, 1);
-		}
-	}
-	else if (f->n > 1 && p > f->prefix[f->n - 1])
-		lo = f->n;
-	else if (f->n > 1)
-		hi = 1;
+	/* the first of the fences after [0] that is >= p, or f->n */
 	while (lo < hi)
 	{
 		int			mid = lo + (hi - lo) / 2;
@@ -357,7 +250,6 @@ IdemBtreeFirst(Relation index, IdemBtreeFences **fences, MemoryContext cxt,
 	OffsetNumber maxoff;
 	OffsetNumber off;
 	int			result = 0;
-	bool		fast;
 	int			i;
 
 	Assert(index->rd_rel->relam == BTREE_AM_OID && !RecoveryInProgress());
@@ -402,15 +294,13 @@ IdemBtreeFirst(Relation index, IdemBtreeFences **fences, MemoryContext cxt,
 	maxoff = PageGetMaxOffsetNumber(page);
 
 	/* the first item not less than the key, as _bt_binsrch finds it */
-	fast = IdemLeafCompareApplies(index, skey, keycol, key);
 	low = P_FIRSTDATAKEY(opaque);
 	high = maxoff + 1;
 	while (low < high)
 	{
 		OffsetNumber mid = low + (high - low) / 2;
 
-		if ((fast ? IdemLeafCompare(index, skey, page, mid, keycol, key, nsid) :
-			 _bt_compare(index, skey, page, mid)) > 0)
+		if (_bt_compare(index, skey, page, mid) > 0)
 			low = mid + 1;
 		else
 			high = mid;
@@ -420,8 +310,7 @@ IdemBtreeFirst(Relation index, IdemBtreeFences **fences, MemoryContext cxt,
 		ItemId		iid = PageGetItemId(page, off);
 		IndexTuple	entry;
 
-		if ((fast ? IdemLeafCompare(index, skey, page, off, keycol, key, nsid) :
-			 _bt_compare(index, skey, page, off)) != 0)
+		if (_bt_compare(index, skey, page, off) != 0)
 			break;				/* past the key: none live */
 		if (ItemIdIsDead(iid))
 			continue;			/* killed, as a scan skips it */

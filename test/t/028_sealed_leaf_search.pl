@@ -1,8 +1,7 @@
 # The leaf search of a sealed generation (src/store/btprobe.c): an old
-# duplicate's leaf is searched by comparing the id's bytes, then its
-# length, then the namespace id, as the btree orders (key, ns), with
-# _bt_compare only for items it cannot read so (a key compressed in the
-# index).  With no filter memory every claim searches the sealed
+# duplicate's leaf is searched with nbtree's _bt_compare, which must
+# order (key, ns) as the btree does for every shape of key (a key
+# compressed in the index too).  With no filter memory every claim searches the sealed
 # generation's leaf, absent ids too.  The ids: prefixes of one another
 # ('k1', 'k10', 'k100', ...; 'p', 'pp', ...), ids one byte longer, ids over
 # 127 bytes (4-byte headers in the index) and over 512 (compressed there),
