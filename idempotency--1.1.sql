@@ -199,6 +199,10 @@ CREATE TABLE idempotency.requests (
     lease_expires_at timestamptz,
     created_at       timestamptz NOT NULL,
     completed_at     timestamptz,
+    response_status  integer,       -- 1.1: an HTTP-shaped result, replayed as it was
+    response_headers jsonb,
+    response_body    bytea,
+    heartbeat_at     timestamptz,   -- 1.1: the owner's last start or idem_extend
     CONSTRAINT requests_pkey PRIMARY KEY (key, ns),
     CONSTRAINT requests_status_check CHECK (status IN ('in_progress', 'completed', 'failed'))
 );
@@ -410,28 +414,44 @@ CREATE FUNCTION idem_begin(key text, namespace text DEFAULT 'default',
                            lease interval DEFAULT '30 seconds',
                            wait interval DEFAULT NULL,
                            OUT status text, OUT owner uuid, OUT result jsonb,
-                           OUT attempts integer, OUT lease_expires_at timestamptz)
+                           OUT attempts integer, OUT lease_expires_at timestamptz,
+                           OUT response_status integer, OUT response_headers jsonb,
+                           OUT response_body bytea, OUT retry_after interval)
     RETURNS record
     AS 'MODULE_PATHNAME', 'idem_begin'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION idem_begin(text, text, text, interval, interval) IS
     'start work on a key: started, in_progress (409), completed or failed (replay)';
 
-CREATE FUNCTION idem_complete(key text, owner uuid, result jsonb,
-                              namespace text DEFAULT 'default')
+CREATE FUNCTION idem_complete(key text, owner uuid, result jsonb DEFAULT NULL,
+                              namespace text DEFAULT 'default',
+                              response_status integer DEFAULT NULL,
+                              response_headers jsonb DEFAULT NULL,
+                              response_body bytea DEFAULT NULL)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_complete'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_complete(text, uuid, jsonb, text) IS
-    'store the result of the attempt that owner holds';
+COMMENT ON FUNCTION idem_complete(text, uuid, jsonb, text, integer, jsonb, bytea) IS
+    'store the result (JSON, or an HTTP response) of the attempt that owner holds';
 
-CREATE FUNCTION idem_fail(key text, owner uuid, error jsonb, retryable boolean,
-                          namespace text DEFAULT 'default')
+CREATE FUNCTION idem_fail(key text, owner uuid, error jsonb DEFAULT NULL,
+                          retryable boolean DEFAULT false,
+                          namespace text DEFAULT 'default',
+                          response_status integer DEFAULT NULL,
+                          response_headers jsonb DEFAULT NULL,
+                          response_body bytea DEFAULT NULL)
     RETURNS void
     AS 'MODULE_PATHNAME', 'idem_fail'
     LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION idem_fail(text, uuid, jsonb, boolean, text) IS
+COMMENT ON FUNCTION idem_fail(text, uuid, jsonb, boolean, text, integer, jsonb, bytea) IS
     'store a permanent failure, or release the key when retryable';
+
+CREATE FUNCTION idem_request_forget(key text, namespace text DEFAULT 'default')
+    RETURNS boolean
+    AS 'MODULE_PATHNAME', 'idem_request_forget'
+    LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION idem_request_forget(text, text) IS
+    'forget a stored request, whatever its state: the next idem_begin starts afresh';
 
 CREATE FUNCTION idem_extend(key text, owner uuid, lease interval,
                             namespace text DEFAULT 'default')
@@ -584,7 +604,8 @@ CREATE VIEW idem_requests AS
            e.expires_at,
            e.expires_at < now() AND NOT (r.status = 'in_progress'
                                          AND r.lease_expires_at > clock_timestamp())
-                                            AS expired
+                                            AS expired,
+           r.response_status, r.response_headers, r.response_body, r.heartbeat_at
       FROM idempotency.requests r
       JOIN idem_namespaces n ON n.id = r.ns
      CROSS JOIN LATERAL
@@ -601,7 +622,14 @@ CREATE FUNCTION idempotency.idem_stats_read(
         OUT takeovers bigint,
         OUT busy bigint,
         OUT releases bigint,
-        OUT purged bigint)
+        OUT purged bigint,
+        OUT request_begins bigint,
+        OUT request_replays bigint,
+        OUT request_in_flight bigint,
+        OUT request_mismatches bigint,
+        OUT request_takeovers bigint,
+        OUT request_failures bigint,
+        OUT request_forgets bigint)
     RETURNS SETOF record
     AS 'MODULE_PATHNAME', 'idem_stats_read'
     LANGUAGE C VOLATILE PARALLEL RESTRICTED;
@@ -609,7 +637,10 @@ CREATE FUNCTION idempotency.idem_stats_read(
 CREATE VIEW idem_stats AS
     SELECT n.name AS namespace,
            s.claims, s.duplicates, s.waits, s.fingerprint_mismatches,
-           s.takeovers, s.busy, s.releases, s.purged
+           s.takeovers, s.busy, s.releases, s.purged,
+           s.request_begins, s.request_replays, s.request_in_flight,
+           s.request_mismatches, s.request_takeovers, s.request_failures,
+           s.request_forgets
       FROM idempotency.idem_stats_read() s
       JOIN idem_namespaces n ON n.id = s.ns;
 COMMENT ON VIEW idem_stats IS
@@ -873,3 +904,70 @@ BEGIN
     END IF;
 END
 $$;
+
+-- One step for an application role (1.1): every table privilege the claim,
+-- request, token and watermark paths check, as docs/privileges.md lists
+-- them.  Per-namespace grants (idem_namespace_grant) stay separate.
+CREATE FUNCTION idem_grant_app(role regrole)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM idempotency.idem_app_privileges(role, true);
+END
+$$;
+COMMENT ON FUNCTION idem_grant_app(regrole) IS
+    'grant a role what idem_claim, idem_begin, tokens and watermarks need (table privileges)';
+
+CREATE FUNCTION idem_revoke_app(role regrole)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM idempotency.idem_app_privileges(role, false);
+END
+$$;
+COMMENT ON FUNCTION idem_revoke_app(regrole) IS
+    'revoke what idem_grant_app granted';
+
+-- (executable by everyone: it runs as the caller, who must own the tables)
+CREATE FUNCTION idempotency.idem_app_privileges(role regrole, grant_them boolean)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    rolename name;
+    t record;
+BEGIN
+    IF role IS NULL THEN
+        RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+    END IF;
+    SELECT r.rolname INTO rolename FROM pg_roles r WHERE r.oid = role;
+    -- a GRANT by a role without the grant option only warns: refuse instead
+    IF NOT pg_has_role(current_user,
+                       (SELECT c.relowner FROM pg_class c
+                         WHERE c.oid = 'idempotency.claims'::regclass), 'USAGE') THEN
+        RAISE EXCEPTION 'permission denied to grant the privileges of the idempotency tables'
+            USING ERRCODE = '42501',
+                  HINT = 'Call it as the owner of the extension''s tables or a superuser.';
+    END IF;
+    FOR t IN SELECT * FROM (VALUES
+            ('idempotency.claims',     'SELECT, INSERT, DELETE'),
+            ('idempotency.requests',   'SELECT, INSERT, UPDATE, DELETE'),
+            ('idempotency.tokens',     'SELECT, INSERT, DELETE'),
+            ('idempotency.watermarks', 'SELECT, INSERT, UPDATE')) AS v(tab, privs)
+    LOOP
+        IF grant_them THEN
+            EXECUTE format('GRANT %s ON TABLE %s TO %I', t.privs, t.tab, rolename);
+        ELSE
+            EXECUTE format('REVOKE %s ON TABLE %s FROM %I', t.privs, t.tab, rolename);
+        END IF;
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION idem_grant_app(regrole) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_revoke_app(regrole) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_request_forget(text, text) FROM PUBLIC;

@@ -35,7 +35,8 @@ SELECT status, owner, result, attempts,
 -- without a fingerprint the caller is not checked against the stored one
 SELECT status FROM idem_begin('r-1', 'api');
 
--- the same key with another payload: 422, the stored record in the detail
+-- the same key with another payload: 422, nothing of the stored record in
+-- the detail (with colliding keys it is another client's)
 SELECT * FROM pg_temp.mismatch('r-1', 'sha:2');
 
 -- the owner completes; every retry gets the stored result
@@ -148,6 +149,7 @@ SELECT idem_complete('x', :'o1', NULL, 'api');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_complete('x', :'o1', '{}', NULL);
 \echo :LAST_ERROR_SQLSTATE
+-- (a failure needs no error payload: this one fails only on the owner)
 SELECT idem_fail('x', :'o1', NULL, false, 'api');
 \echo :LAST_ERROR_SQLSTATE
 SELECT idem_fail('x', :'o1', '{}', NULL, 'api');

@@ -20,6 +20,13 @@ typedef enum IdemStatCounter
 	IDEM_STAT_BUSY,				/* idem_try_claim calls that returned NULL */
 	IDEM_STAT_RELEASES,			/* claims removed by idem_release */
 	IDEM_STAT_PURGED,			/* expired claims deleted by the purge */
+	IDEM_STAT_REQUEST_BEGINS,	/* idem_begin calls that started an attempt */
+	IDEM_STAT_REQUEST_REPLAYS,	/* idem_begin calls answered with a stored result */
+	IDEM_STAT_REQUEST_IN_FLIGHT,	/* idem_begin calls answered in_progress */
+	IDEM_STAT_REQUEST_MISMATCHES,	/* idem_begin calls refused with ID001 */
+	IDEM_STAT_REQUEST_TAKEOVERS,	/* attempts started over an expired lease */
+	IDEM_STAT_REQUEST_FAILURES, /* idem_fail calls, retryable or not */
+	IDEM_STAT_REQUEST_FORGETS,	/* requests removed by idem_request_forget */
 	IDEM_STAT_NCOUNTERS
 } IdemStatCounter;
 

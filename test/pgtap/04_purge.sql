@@ -47,7 +47,9 @@ SELECT is((SELECT unit FROM pg_settings WHERE name = 'idempotency.purge_max_runt
           'the round bound is in milliseconds');
 SELECT columns_are('public', 'idem_stats',
                    ARRAY['namespace', 'claims', 'duplicates', 'waits', 'fingerprint_mismatches',
-                         'takeovers', 'busy', 'releases', 'purged']);
+                         'takeovers', 'busy', 'releases', 'purged', 'request_begins',
+                         'request_replays', 'request_in_flight', 'request_mismatches',
+                         'request_takeovers', 'request_failures', 'request_forgets']);
 SELECT table_privs_are('idempotency', 'purge_runs', 'public', ARRAY[]::text[],
                        'the purge history is for administrators: it holds other owners'' errors');
 

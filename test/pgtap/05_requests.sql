@@ -5,13 +5,16 @@
 \pset tuples_only true
 \pset pager off
 BEGIN;
-SELECT plan(32);
+SELECT plan(37);
 
 -- requests: one record per (key, namespace), as claims
 SELECT has_table('idempotency', 'requests', 'requests table');
 SELECT columns_are('idempotency', 'requests',
                    ARRAY['key', 'ns', 'status', 'owner', 'attempts', 'fingerprint', 'result',
-                         'lease_expires_at', 'created_at', 'completed_at']);
+                         'lease_expires_at', 'created_at', 'completed_at', 'response_status',
+                         'response_headers', 'response_body', 'heartbeat_at']);
+SELECT col_type_is('idempotency', 'requests', 'response_body', 'bytea',
+                   'a stored HTTP body is bytes, replayed as they were');
 SELECT col_is_pk('idempotency', 'requests', ARRAY['key', 'ns'], 'requests are unique on (key, ns)');
 SELECT col_type_is('idempotency', 'requests', 'owner', 'uuid', 'owners are uuids');
 SELECT col_type_is('idempotency', 'requests', 'result', 'jsonb', 'results are jsonb');
@@ -34,8 +37,14 @@ SELECT ok((SELECT 'idempotency.tokens'::regclass::oid = ANY (extconfig)
 
 -- functions and their signatures
 SELECT has_function('public', 'idem_begin', ARRAY['text', 'text', 'text', 'interval', 'interval']);
-SELECT has_function('public', 'idem_complete', ARRAY['text', 'uuid', 'jsonb', 'text']);
-SELECT has_function('public', 'idem_fail', ARRAY['text', 'uuid', 'jsonb', 'boolean', 'text']);
+SELECT has_function('public', 'idem_complete', ARRAY['text', 'uuid', 'jsonb', 'text', 'integer', 'jsonb', 'bytea']);
+SELECT has_function('public', 'idem_fail', ARRAY['text', 'uuid', 'jsonb', 'boolean', 'text', 'integer', 'jsonb', 'bytea']);
+SELECT has_function('public', 'idem_request_forget', ARRAY['text', 'text']);
+SELECT has_function('public', 'idem_grant_app', ARRAY['regrole']);
+SELECT has_function('public', 'idem_revoke_app', ARRAY['regrole']);
+SELECT is((SELECT pronargdefaults::int FROM pg_proc
+            WHERE oid = 'idem_fail(text,uuid,jsonb,boolean,text,integer,jsonb,bytea)'::regprocedure),
+          6, 'idem_fail needs only key and owner');
 SELECT has_function('public', 'idem_token_issue', ARRAY['text', 'interval']);
 SELECT has_function('public', 'idem_token_consume', ARRAY['uuid', 'text']);
 SELECT has_function('public', 'idem_lock', ARRAY['text']);
@@ -47,8 +56,9 @@ SELECT is((SELECT string_agg(n || ' ' || format_type(t, NULL), ', ' ORDER BY o)
              FROM pg_proc p,
                   unnest(p.proallargtypes, p.proargnames, p.proargmodes) WITH ORDINALITY AS a(t, n, m, o)
             WHERE p.oid = 'idem_begin(text,text,text,interval,interval)'::regprocedure AND m = 'o'),
-          'status text, owner uuid, result jsonb, attempts integer, lease_expires_at timestamp with time zone',
-          'idem_begin returns status, owner, result, attempts and lease_expires_at');
+          'status text, owner uuid, result jsonb, attempts integer, lease_expires_at timestamp with time zone, '
+          'response_status integer, response_headers jsonb, response_body bytea, retry_after interval',
+          'idem_begin returns status, owner, result, attempts, lease_expires_at, the stored response and a Retry-After hint');
 SELECT is((SELECT pronargdefaults::int FROM pg_proc
             WHERE oid = 'idem_begin(text,text,text,interval,interval)'::regprocedure),
           4, 'idem_begin defaults namespace, fingerprint, lease and wait');
@@ -70,7 +80,8 @@ SELECT table_privs_are('idempotency', 'tokens', 'public', ARRAY[]::text[],
 SELECT has_view('public', 'idem_requests', 'the requests view');
 SELECT columns_are('public', 'idem_requests',
                    ARRAY['namespace', 'key', 'status', 'attempts', 'fingerprint', 'result',
-                         'lease_expires_at', 'created_at', 'completed_at', 'expires_at', 'expired']);
+                         'lease_expires_at', 'created_at', 'completed_at', 'expires_at', 'expired',
+                         'response_status', 'response_headers', 'response_body', 'heartbeat_at']);
 SELECT hasnt_column('public', 'idem_requests', 'owner', 'the view never shows owners');
 
 SELECT * FROM finish();
