@@ -13,11 +13,13 @@
  *	                another owner's live lease: 'in_progress' (HTTP 409);
  *	                a stored result: 'completed' or 'failed', for replay;
  *	                an expired lease: taken over, 'started', attempts + 1;
- *	                a fingerprint that differs: an error carrying the stored
- *	                record (HTTP 422).
- *	 idem_complete  stores the result, if the caller's owner still holds it.
+ *	                a fingerprint that differs: an error that names the key
+ *	                and nothing of the stored request (HTTP 422).
+ *	 idem_complete  stores the result (JSON, an HTTP response or both), if
+ *	                the caller's owner still holds it.
  *	 idem_fail      stores a permanent error, or releases the key so that a
  *	                retry starts afresh.
+ *	 idem_request_forget  an administrator's delete of a stored request.
  *
  * Each call is meant to commit in its own short transaction.  Decisions are
  * made on what a READ COMMITTED statement sees, and every change is a
