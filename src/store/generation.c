@@ -61,7 +61,9 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_policy.h"
 #include "catalog/pg_type_d.h"
+#include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
 #include "executor/executor.h"
@@ -1270,6 +1272,69 @@ IdemGenSeqRow(HeapTuple tuple, TupleDesc desc, void *arg)
 	seq->is_called = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
 }
 
+/* The namespace policies idem_claims_policies() puts on a claims table */
+static const char *const IdemGenPolicyNames[] = {
+	"claims_namespace_check", "claims_namespace_claim",
+	"claims_namespace_release", "claims_namespace_update"
+};
+
+/*
+ * The first generation whose table lacks a namespace policy that
+ * idempotency.claims has (a switch gives each new table all of them), or
+ * NULL.  A serial pg_restore creates every index before any policy, so a
+ * generation restored up to its index looks whole without this test, and a
+ * drop then fails the restore's CREATE POLICY.  One scan of pg_policy,
+ * a small catalog, whatever the number of generations.
+ */
+static const IdemGeneration *
+IdemGenMissingPolicy(const IdemGeneration *gens, int ngens, Oid claims)
+{
+	uint8	   *masks = palloc0(sizeof(uint8) * Max(ngens, 1));
+	uint8		parent = 0;
+	Relation	pg_policy;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	const IdemGeneration *missing = NULL;
+	int			i;
+
+	pg_policy = table_open(PolicyRelationId, AccessShareLock);
+	scan = systable_beginscan(pg_policy, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_policy pol = (Form_pg_policy) GETSTRUCT(tuple);
+		size_t		bit;
+
+		for (bit = 0; bit < lengthof(IdemGenPolicyNames); bit++)
+			if (strcmp(NameStr(pol->polname), IdemGenPolicyNames[bit]) == 0)
+				break;
+		if (bit == lengthof(IdemGenPolicyNames))
+			continue;
+		if (pol->polrelid == claims)
+			parent |= 1 << bit;
+		else
+			for (i = 0; i < ngens; i++)
+				if (gens[i].relid == pol->polrelid)
+					masks[i] |= 1 << bit;
+	}
+	systable_endscan(scan);
+	table_close(pg_policy, AccessShareLock);
+	for (i = 0; i < ngens && missing == NULL; i++)
+		if (OidIsValid(gens[i].relid) && (masks[i] & parent) != parent)
+			missing = &gens[i];
+	pfree(masks);
+	return missing;
+}
+
+/* Read one bool column of a one-row result */
+static void
+IdemGenBoolRow(HeapTuple tuple, TupleDesc desc, void *arg)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, 1, &isnull);
+
+	*(bool *) arg = !isnull && DatumGetBool(d);
+}
+
 /*
  * Is the store of this database incomplete, so that no switch, seal or drop
  * may run?  Each test is a state that a restore passes through (pg_restore
@@ -1278,7 +1343,12 @@ IdemGenSeqRow(HeapTuple tuple, TupleDesc desc, void *arg)
  *
  *	 - a generation table, idempotency.claims_g<N> inheriting from
  *	   idempotency.claims, without its row in idempotency.generations;
- *	 - a generation table without its unique index on (key, ns);
+ *	 - a generation table without its unique index on (key, ns), or
+ *	   without a namespace policy that idempotency.claims has;
+ *	 - a pg_restore connected to this database (application_name
+ *	   pg_restore, as it names itself): what it restores last, the grants
+ *	   and comments, may name a generation table, and a dropped one would
+ *	   fail it;
  *	 - generations without a single namespace;
  *	 - the generation id sequence behind the highest id (the next switch
  *	   would take the name of a table being restored);
@@ -1320,6 +1390,17 @@ IdemGenStoreIncomplete(const IdemGeneration *gens, int ngens, int nns,
 			return true;
 		}
 	}
+	if (ngens > 0)
+	{
+		const IdemGeneration *gen = IdemGenMissingPolicy(gens, ngens, cat.claims);
+
+		if (gen != NULL)
+		{
+			IdemGenHold(done, "table %s.%s lacks a namespace policy that %s.claims has",
+						IDEM_SCHEMA_NAME, IdemGenRelName(gen->id), IDEM_SCHEMA_NAME);
+			return true;
+		}
+	}
 	children = find_inheritance_children(cat.claims, NoLock);
 	foreach(lc, children)
 	{
@@ -1351,6 +1432,23 @@ IdemGenStoreIncomplete(const IdemGeneration *gens, int ngens, int nns,
 	{
 		IdemGenHold(done, "%s.namespaces is empty", IDEM_SCHEMA_NAME);
 		return true;
+	}
+	if (ngens > 0)
+	{
+		bool		restoring = false;
+
+		(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+							"SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity"
+							" WHERE datname = pg_catalog.current_database()"
+							" AND application_name = 'pg_restore'"
+							" AND pid <> pg_catalog.pg_backend_pid())",
+							0, NULL, NULL, NULL, IdemGenBoolRow, &restoring);
+		if (restoring)
+		{
+			IdemGenHold(done, "a pg_restore is connected to database \"%s\"",
+						get_database_name(MyDatabaseId));
+			return true;
+		}
 	}
 	(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 						"SELECT last_value, is_called FROM idempotency.generation_id_seq",
