@@ -90,6 +90,8 @@ typedef struct IdemPurgeTarget
 	char	   *label;			/* table name, for runs and logs */
 	ItemPointerData resume;		/* where a worker round starts: where the
 								 * last one stopped short, else (0,0) */
+	int64		last_run;		/* run_id of its last recorded worker run, or 0 */
+	int			order;			/* its place in IdemPurgeTargets' list */
 	const char *sql;			/* the batch statement */
 	Interval	ttl;			/* user tables: $3 of the statement */
 } IdemPurgeTarget;
@@ -747,40 +749,71 @@ IdemPurgeRecordWorkerRun(IdemPurgeTarget *target, IdemPurgeResult *result,
 	MemoryContextSwitchTo(cxt);
 }
 
-/* Set the resume point of the target a purge_runs row names (List * arg) */
+/*
+ * Set the resume point and the last run of the target a purge_runs row
+ * names (List * arg)
+ */
 static void
 IdemPurgeResumeRow(HeapTuple tup, TupleDesc desc, void *arg)
 {
 	List	   *targets = arg;
 	char	   *label = SPI_getvalue(tup, desc, 1);
-	bool		isnull;
-	Datum		d = SPI_getbinval(tup, desc, 2, &isnull);
+	bool		resume_null;
+	Datum		resume = SPI_getbinval(tup, desc, 2, &resume_null);
+	bool		run_null;
+	Datum		run = SPI_getbinval(tup, desc, 3, &run_null);
 	ListCell   *lc;
 
 	foreach(lc, targets)
 	{
 		IdemPurgeTarget *t = lfirst(lc);
 
-		if (!isnull && strcmp(t->label, label) == 0)
-			t->resume = *(ItemPointer) DatumGetPointer(d);
+		if (strcmp(t->label, label) != 0)
+			continue;
+		if (!resume_null)
+			t->resume = *(ItemPointer) DatumGetPointer(resume);
+		if (!run_null)
+			t->last_run = DatumGetInt64(run);
 	}
+}
+
+/* The target served least recently first; ties in IdemPurgeTargets' order */
+static int
+IdemPurgeTargetCmp(const ListCell *a, const ListCell *b)
+{
+	const IdemPurgeTarget *ta = lfirst(a);
+	const IdemPurgeTarget *tb = lfirst(b);
+
+	if (ta->last_run != tb->last_run)
+		return ta->last_run < tb->last_run ? -1 : 1;
+	return ta->order - tb->order;
 }
 
 /*
  * Where each target's worker round starts: where the last worker run of it
  * stopped short of the table's end, so that a table too big for one round
- * is read through over several; else at the start.
+ * is read through over several; else at the start.  And the order of the
+ * round: the target whose last recorded run is the oldest goes first, so
+ * that a table too big for one round (a large idempotency.claims, say)
+ * cannot take every round's time from the tables after it.  A target read
+ * through with nothing to delete is not recorded, and so goes first: it
+ * takes little time.
  */
-static void
+static List *
 IdemPurgeResumePoints(List *targets)
 {
+	ListCell   *lc;
+	int			order = 0;
+
+	foreach(lc, targets)
+		((IdemPurgeTarget *) lfirst(lc))->order = order++;
 	(void) IdemOwnerRun(IdemGetCatalog().claims, IDEM_RUN_READ_ONLY,
-						"SELECT target, resume_after FROM ("
-						"  SELECT DISTINCT ON (target) target, resume_after"
-						"    FROM idempotency.purge_runs WHERE trigger = 'worker'"
-						"   ORDER BY target, run_id DESC) last"
-						" WHERE resume_after IS NOT NULL",
+						"SELECT DISTINCT ON (target) target, resume_after, run_id"
+						"  FROM idempotency.purge_runs WHERE trigger = 'worker'"
+						" ORDER BY target, run_id DESC",
 						0, NULL, NULL, NULL, IdemPurgeResumeRow, targets);
+	list_sort(targets, IdemPurgeTargetCmp);
+	return targets;
 }
 
 static void IdemPurgeRefine(TimestampTz deadline, MemoryContext cxt, int *errors);
@@ -938,8 +971,7 @@ IdemPurgeDatabaseRound(bool generations_only)
 		ready = IdemPurgeExtensionReady();
 		if (ready && !generations_only)
 		{
-			targets = IdemPurgeTargets();
-			IdemPurgeResumePoints(targets);
+			targets = IdemPurgeResumePoints(IdemPurgeTargets());
 			(void) IdemNamespaceCompact();	/* rows left by concurrent first uses */
 		}
 		IdemPurgeXactCommit();

@@ -1336,6 +1336,27 @@ IdemGenBoolRow(HeapTuple tuple, TupleDesc desc, void *arg)
 }
 
 /*
+ * Is a session of another backend that names itself appname (pg_restore
+ * and pg_dump do, in application_name) connected to this database?
+ */
+static bool
+IdemGenClientConnected(Oid claims, const char *appname)
+{
+	bool		connected = false;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		values[1];
+
+	values[0] = CStringGetTextDatum(appname);
+	(void) IdemOwnerRun(claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
+						"SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity"
+						" WHERE datname = pg_catalog.current_database()"
+						" AND application_name = $1"
+						" AND pid <> pg_catalog.pg_backend_pid())",
+						1, argtypes, values, NULL, IdemGenBoolRow, &connected);
+	return connected;
+}
+
+/*
  * Is the store of this database incomplete, so that no switch, seal or drop
  * may run?  Each test is a state that a restore passes through (pg_restore
  * -j loads the generations' rows and tables before the namespaces, and
@@ -1433,22 +1454,11 @@ IdemGenStoreIncomplete(const IdemGeneration *gens, int ngens, int nns,
 		IdemGenHold(done, "%s.namespaces is empty", IDEM_SCHEMA_NAME);
 		return true;
 	}
-	if (ngens > 0)
+	if (ngens > 0 && IdemGenClientConnected(cat.claims, "pg_restore"))
 	{
-		bool		restoring = false;
-
-		(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
-							"SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity"
-							" WHERE datname = pg_catalog.current_database()"
-							" AND application_name = 'pg_restore'"
-							" AND pid <> pg_catalog.pg_backend_pid())",
-							0, NULL, NULL, NULL, IdemGenBoolRow, &restoring);
-		if (restoring)
-		{
-			IdemGenHold(done, "a pg_restore is connected to database \"%s\"",
-						get_database_name(MyDatabaseId));
-			return true;
-		}
+		IdemGenHold(done, "a pg_restore is connected to database \"%s\"",
+					get_database_name(MyDatabaseId));
+		return true;
 	}
 	(void) IdemOwnerRun(cat.claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 						"SELECT last_value, is_called FROM idempotency.generation_id_seq",
@@ -1771,6 +1781,7 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 	int			nclasses = 0;
 	int			i;
 	int			j;
+	int			dumping = -1;	/* a pg_dump connected: not asked yet */
 	ErrorContextCallback errcallback;
 
 	memset(done, 0, sizeof(*done));
@@ -1898,7 +1909,12 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		}
 	}
 
-	/* drop */
+	/*
+	 * drop, unless a pg_dump is connected: it reads the list of tables, then
+	 * locks each, and a table dropped in between fails the whole dump.  A
+	 * dump that starts after the test meets a drop at worst in the moment
+	 * the drop's transaction takes to commit, as with any DROP TABLE.
+	 */
 	for (i = 0; i < ngens; i++)
 	{
 		int64		claims = 0;
@@ -1912,6 +1928,14 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 			IdemGenHold(done, "generation %d kept: table %s.%s is missing",
 						gens[i].id, IDEM_SCHEMA_NAME, IdemGenRelName(gens[i].id));
 			continue;
+		}
+		if (dumping < 0)
+			dumping = IdemGenClientConnected(IdemGetCatalog().claims, "pg_dump") ? 1 : 0;
+		if (dumping)
+		{
+			IdemGenHold(done, "a pg_dump is connected to database \"%s\": expired generations are dropped when it ends",
+						get_database_name(MyDatabaseId));
+			break;
 		}
 		IdemGenStep("dropping generation %d", gens[i].id);
 		if (IdemGenDrop(&gens[i], &claims, wait))

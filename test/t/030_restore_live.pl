@@ -11,7 +11,8 @@
 #      again while the post-data lacks the generations' policies, and
 #      while a session named pg_restore is connected;
 #   2. pg_restore -j 4 --exit-on-error of the whole dump;
-#   3. pg_dump | psql -v ON_ERROR_STOP=1.
+#   3. pg_dump | psql -v ON_ERROR_STOP=1;
+#   4. and a pg_dump connected to a database: expired generations wait.
 #
 # After each: the claims are all there, redelivering every event applies
 # none again (ledger: 0 applied twice, 0 lost), the indexes pass amcheck,
@@ -192,6 +193,30 @@ $node->command_ok([ 'pg_dump', '-f', $plain, '-d', $node->connstr('src') ], 'pg_
 $node->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $plain, '-d', $node->connstr('dst_plain') ],
 	'psql -v ON_ERROR_STOP=1 < dump');
 check_restored('dst_plain');
+
+# --- 4. a pg_dump connected: expired generations wait for it to end
+# pg_dump reads the list of tables, then locks each; a generation dropped
+# in between fails the whole dump (TAP 016 met it).  A session named
+# pg_dump stands in for one that is between the two.
+$node->safe_psql('postgres', 'CREATE DATABASE dumped');
+$node->safe_psql('dumped', q{
+	CREATE EXTENSION idempotency;
+	SELECT idem_namespace_define('soon', '1 hour');
+	SELECT idem_generation_switch();
+	SELECT idem_claims_import('x-' || i, 'soon', now() - interval '59 minutes 55 seconds')
+	  FROM generate_series(1, 1000) i;
+	SELECT idem_generation_switch();});
+my $dumper = $node->background_psql('dumped');
+$dumper->query_safe(q{SET application_name = 'pg_dump'});
+ok($node->poll_query_until('dumped',
+		qq{SELECT ($last_reason) ~ '^a pg_dump is connected to database "dumped"'}),
+	'pg_dump connected: the worker holds the expired generation back, and says why');
+is($node->safe_psql('dumped', q{SELECT count(*) FROM idem_claims WHERE namespace = 'soon'}),
+	'1000', 'pg_dump connected: the expired generation is still there');
+$dumper->quit;
+ok($node->poll_query_until('dumped',
+		q{SELECT count(*) = 0 FROM idem_claims WHERE namespace = 'soon'}),
+	'pg_dump gone: the expired generation is dropped');
 
 $node->stop;
 done_testing();
