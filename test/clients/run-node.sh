@@ -15,14 +15,14 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     exit 1
 fi
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c 'DROP DATABASE IF EXISTS idem_node WITH (FORCE)' -c 'CREATE DATABASE idem_node'
-psql -X -q -v ON_ERROR_STOP=1 -d idem_node -c 'CREATE EXTENSION idempotency' \
+psql -X -q -o /dev/null -v ON_ERROR_STOP=1 -d idem_node -c 'CREATE EXTENSION idempotency' \
     -c "DO \$\$BEGIN CREATE ROLE idem_node_app LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END\$\$" \
     -c "SELECT idem_grant_app('idem_node_app')" \
     -c "SELECT idem_namespace_define('payments', '1 day')"
 mkdir -p "$IDEM_WORK/node"
 if ! [ -d "$IDEM_WORK/node/node_modules/pg" ] || ! [ -d "$IDEM_WORK/node/node_modules/express" ]; then
-    (cd "$IDEM_WORK/node" && [ -f package.json ] || echo '{"private": true}' >package.json
-     npm install --prefix "$IDEM_WORK/node" --no-audit --no-fund --loglevel=error pg@8 express@4 >/dev/null)
+    [ -f "$IDEM_WORK/node/package.json" ] || echo '{"private": true}' >"$IDEM_WORK/node/package.json"
+    npm install --prefix "$IDEM_WORK/node" --no-audit --no-fund --loglevel=error pg@8 express@4 >/dev/null
 fi
 export NODE_PATH="$IDEM_WORK/node/node_modules"
 export IDEM_TEST_DSN="postgres://idem_node_app@/idem_node?host=$PGHOST&port=$PGPORT"

@@ -7,8 +7,10 @@ const assert = require('node:assert/strict');
 const { test, before, after } = require('node:test');
 const { createProvider } = require('../examples/fake-provider');
 const {
-  pg, dsn, bouncerDsn, adminDsn, sleep, serveExample, post,
+  pg, requireEnv, dsn, bouncerDsn, adminDsn, sleep, serveExample, post,
 } = require('./helpers');
+
+requireEnv(); // a clear failure, not a skip, outside test/clients/run-node.sh
 
 let provider;
 let admin;

@@ -7,8 +7,10 @@ const { test, before, after } = require('node:test');
 const { createProvider } = require('../examples/fake-provider');
 const { Idempotency, Attempt } = require('..');
 const {
-  pg, dsn, adminDsn, newKey, sleep, silent, recorder, serveExample, post, startExample,
+  pg, requireEnv, dsn, adminDsn, newKey, sleep, silent, recorder, serveExample, post, startExample,
 } = require('./helpers');
+
+requireEnv(); // a clear failure, not a skip, outside test/clients/run-node.sh
 
 let provider;
 let admin;

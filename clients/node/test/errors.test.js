@@ -7,7 +7,9 @@ const {
   query, translate, claim, IdempotencyError, LeaseNotHeld, FingerprintMismatch,
   IdempotencyTimeout, KeyHeldByThisTransaction,
 } = require('..');
-const { pg, dsn, newKey } = require('./helpers');
+const { pg, requireEnv, dsn, newKey } = require('./helpers');
+
+requireEnv(); // a clear failure, not a skip, outside test/clients/run-node.sh
 
 let client;
 

@@ -28,6 +28,13 @@ const bouncerDsn = () => env('IDEM_TEST_BOUNCER_DSN');
 /** A superuser, straight to the server. */
 const adminDsn = () => env('IDEM_TEST_ADMIN_DSN');
 
+/** Throw at once (failing the test file, never skipping it) unless every DSN is set. */
+function requireEnv() {
+  dsn();
+  bouncerDsn();
+  adminDsn();
+}
+
 const newKey = () => `k-${crypto.randomUUID()}`;
 const sleep = (ms) => new Promise((resolve) => { setTimeout(resolve, ms); });
 const silent = { warn() {}, error() {}, info() {} };
@@ -119,7 +126,7 @@ async function stats(admin, namespace) {
 }
 
 module.exports = {
-  pg, dsn, bouncerDsn, adminDsn, newKey, sleep, silent, recorder, serve, serveExample, post,
+  pg, requireEnv, dsn, bouncerDsn, adminDsn, newKey, sleep, silent, recorder, serve, serveExample, post,
   startExample, stats, ROOT, EXAMPLES,
 };
 

@@ -6,8 +6,10 @@ const express = require('express');
 const { createProvider } = require('../examples/fake-provider');
 const { Idempotency, Attempt, idempotent } = require('..');
 const {
-  pg, dsn, adminDsn, newKey, sleep, silent, serve, serveExample, post, stats,
+  pg, requireEnv, dsn, adminDsn, newKey, sleep, silent, serve, serveExample, post, stats,
 } = require('./helpers');
+
+requireEnv(); // a clear failure, not a skip, outside test/clients/run-node.sh
 
 let provider;
 let example;
