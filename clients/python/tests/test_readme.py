@@ -12,7 +12,8 @@ def test_readme_snippets_are_the_examples_lines():
     blocks = re.findall(r"<!-- example: (\S+) -->\n```\w*\n(.*?)```", readme, re.S)
     paths = {p for p, _ in blocks}
     assert {"clients/python/examples/flask_payments.py",
-            "clients/python/examples/fastapi_payments.py"} <= paths
+            "clients/python/examples/fastapi_payments.py",
+            "clients/node/examples/express-payments.js"} <= paths
     for path, block in blocks:
         source = open(os.path.join(ROOT, path), encoding="utf-8").read()
         lines = [ln.split("#")[0].strip() if path.endswith(".py") else ln.split("//")[0].strip()
