@@ -44,6 +44,9 @@ SELECT count(*) AS left_for_exp1 FROM idem_claims WHERE event_id = 'exp-1';
 -- expiry uses calendar arithmetic in UTC, whatever the session time zone
 SELECT idem_namespace_define('expiry_month', '1 month');
 SELECT idem_claim('m-1', 'expiry_month');
+-- in one transaction: the row locked, the live worker skips the expired
+-- claim until the checks are done
+BEGIN;
 UPDATE idempotency.claims SET claimed_at = '2026-01-31 12:00:00+00'
  WHERE idempotency.idem_key_text(key) = 'm-1';
 SET TimeZone = 'America/New_York';
@@ -68,3 +71,4 @@ SELECT idem_claimed('m-1', 'expiry_month') AS alive_at_20_days;
 UPDATE idempotency.claims SET claimed_at = now() - interval '40 days'
  WHERE idempotency.idem_key_text(key) = 'm-1';
 SELECT idem_claimed('m-1', 'expiry_month') AS alive_at_40_days;
+COMMIT;
