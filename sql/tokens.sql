@@ -20,10 +20,14 @@ SELECT idem_token_consume('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'checkout') AS
 
 -- an expired token gives false, and the purge removes it
 SELECT idem_token_issue('checkout', '1 hour') AS t2 \gset
+-- in one transaction: the row locked, the live worker (SKIP LOCKED) leaves
+-- the expired token to this purge
+BEGIN;
 UPDATE idempotency.tokens SET expires_at = clock_timestamp() - interval '1 second' WHERE token = :'t2';
 SELECT idem_token_consume(:'t2', 'checkout') AS expired;
 SELECT count(*) AS before_purge FROM idempotency.tokens WHERE token = :'t2';
 SELECT idem_purge() >= 1 AS purged;
+COMMIT;
 SELECT count(*) AS after_purge FROM idempotency.tokens WHERE token = :'t2';
 
 -- a consume rolled back leaves the token consumable
