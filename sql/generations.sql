@@ -87,8 +87,10 @@ SELECT idem_claim('rb', 'gen_week') AS after_rollback;
 -- release finds the claim in whichever generation holds it
 SELECT idem_release('w1', 'gen_week') AS released_sealed, idem_claimed('w1', 'gen_week') AS still;
 SELECT idem_claim('w1', 'gen_week') AS claimed_again;
-SELECT c.tableoid = (SELECT ('idempotency.claims_g' || max(id))::regclass FROM idem_generations) AS in_open
+-- (the open generation of its class: another class's may be newer)
+SELECT g.state AS generation_of_w1
   FROM idempotency.claims c JOIN idem_namespaces n ON n.id = c.ns
+  JOIN idem_generations g ON g.relation = c.tableoid::regclass::text
  WHERE n.name = 'gen_week' AND c.key = 'w1';
 
 -- an expired claim in a sealed generation counts as absent: a new claim

@@ -63,8 +63,9 @@ check(ext['file'] == f'idempotency--{default}.sql', 'provides.file is the defaul
 check(meta['version'].startswith(default), 'the distribution version starts with the default version')
 deb = re.match(r'^idempotency \(([^)-]+)-[^)]+\)', read('debian/changelog'))
 check(deb is not None and deb.group(1) == default, 'debian/changelog is at the default version')
-top = re.search(r'^## (\S+)', read('CHANGELOG.md'), re.M)
-check(top is not None and top.group(1) == default, 'CHANGELOG.md starts with the default version')
+# an "Unreleased" section may come first (changes not yet in a version)
+top = re.search(r'^## (?!Unreleased\b)(\S+)', read('CHANGELOG.md'), re.M)
+check(top is not None and top.group(1) == default, 'CHANGELOG.md\'s first version is the default version')
 # as pg_buildext updatecontrol writes it: each paragraph naming PGVERSION
 # once per major in debian/pgversions
 majors = read('debian/pgversions').split()
