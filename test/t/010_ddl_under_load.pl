@@ -316,7 +316,9 @@ SELECT consume_batch(ARRAY['e-' || :a, 'e-' || :b, 'e-' || :c, 'e-' || :d], '$ns
 		usleep(50_000);
 	}
 	my $alive = $bench->pumpable;
-	$bench->signal('INT') if $alive;
+	# TERM: a shell's background job (nohup, CI's &) ignores INT, and its
+	# children inherit that
+	$bench->signal('TERM') if $alive;
 	eval { $bench->finish; };
 	my @bench_errors = grep { /error|abort/i } split /\n/, $bench_err;
 	is(($alive && !@bench_errors) ? ''

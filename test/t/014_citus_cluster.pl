@@ -336,7 +336,8 @@ my ($rc_r, $out_r, $err_r) = $coord->psql('postgres',
 is($rc_r, 0, 'the rebalancer runs during the load') or diag($err_r);
 my $claimed_after = $mv_claimed->();
 # the load ran until now: stop it (a consumer that dies mid-call)
-$mv_bench->signal('INT');
+# (TERM: INT is ignored when the run is a shell's background job)
+$mv_bench->signal('TERM');
 $mv_bench->finish;
 # and wait for the calls it left in flight to end
 $coord->poll_query_until('postgres', q{
