@@ -90,7 +90,7 @@ SELECT idem_claim('w1', 'gen_week') AS claimed_again;
 -- (the open generation of its class: another class's may be newer)
 SELECT g.state AS generation_of_w1
   FROM idempotency.claims c JOIN idem_namespaces n ON n.id = c.ns
-  JOIN idem_generations g ON g.relation = c.tableoid::regclass::text
+  JOIN idem_generations g ON to_regclass(g.relation) = c.tableoid
  WHERE n.name = 'gen_week' AND c.key = 'w1';
 
 -- an expired claim in a sealed generation counts as absent: a new claim
