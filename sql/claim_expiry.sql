@@ -5,7 +5,10 @@ SET client_min_messages = warning;
 SELECT idem_namespace_define('expiry', '1 hour');
 SELECT idem_claim('exp-1', 'expiry') AS first, idem_claim('exp-2', 'expiry') AS second;
 
--- age the claims by hand: exp-1 is now 2 hours old, exp-2 30 minutes
+-- age the claims by hand: exp-1 is now 2 hours old, exp-2 30 minutes; in
+-- one transaction, so that the live worker (SKIP LOCKED) leaves the expired
+-- claim alone until the takeover
+BEGIN;
 UPDATE idempotency.claims SET claimed_at = claimed_at - interval '2 hours'
  WHERE idempotency.idem_key_text(key) = 'exp-1';
 UPDATE idempotency.claims SET claimed_at = claimed_at - interval '30 minutes'
@@ -28,18 +31,23 @@ SELECT event_id, expired, now() - claimed_at < interval '1 minute' AS renewed
   FROM idem_claims WHERE namespace = 'expiry' ORDER BY event_id;
 SELECT count(*) AS rows_for_exp1 FROM idempotency.claims c
  WHERE idempotency.idem_key_text(c.key) = 'exp-1';
+COMMIT;
 
--- a takeover rolled back leaves the expired claim in place
+-- a takeover rolled back leaves the expired claim in place (rolled back to
+-- a savepoint, the row staying locked against the live worker; the isolation
+-- spec claim_expiry rolls a takeover back whole)
+BEGIN;
 UPDATE idempotency.claims SET claimed_at = claimed_at - interval '2 hours'
  WHERE idempotency.idem_key_text(key) = 'exp-1';
-BEGIN;
+SAVEPOINT takeover;
 SELECT idem_claim('exp-1', 'expiry') AS takeover_in_xact;
-ROLLBACK;
+ROLLBACK TO SAVEPOINT takeover;
 SELECT event_id, expired FROM idem_claims WHERE event_id = 'exp-1';
 
 -- idem_release of an expired claim removes it but reports false
 SELECT idem_release('exp-1', 'expiry') AS released_expired;
 SELECT count(*) AS left_for_exp1 FROM idem_claims WHERE event_id = 'exp-1';
+COMMIT;
 
 -- expiry uses calendar arithmetic in UTC, whatever the session time zone
 SELECT idem_namespace_define('expiry_month', '1 month');
