@@ -141,5 +141,28 @@ like($node->safe_psql('postgres', "SELECT claims FROM idem_stats WHERE namespace
 	qr/^\d+$/, 'statistics are collected again');
 
 amcheck_claims($node, 'postgres', 'after the crashes');
+
+# the check itself can fail: an index over a function declared immutable
+# whose result then changes no longer matches the heap, which
+# heapallindexed finds; an index left invalid is reported unchecked
+$node->safe_psql('postgres', q{
+	CREATE FUNCTION amcheck_probe(t timestamptz) RETURNS timestamptz
+	    LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN t; END';
+	CREATE INDEX amcheck_probe_idx ON idempotency.claims (amcheck_probe(claimed_at));
+	CREATE INDEX amcheck_probe_invalid ON idempotency.claims (claimed_at);
+	CREATE OR REPLACE FUNCTION amcheck_probe(t timestamptz) RETURNS timestamptz
+	    LANGUAGE plpgsql IMMUTABLE AS 'BEGIN RETURN t + interval ''1 day''; END';
+	UPDATE pg_index SET indisvalid = false
+	 WHERE indexrelid = 'idempotency.amcheck_probe_invalid'::regclass;});
+my ($check, @found) = amcheck_findings($node, 'postgres');
+my %status = map { $_->[0] => "$_->[1]: $_->[2]" } @found;
+like($status{'idempotency.amcheck_probe_idx'} // 'not checked', qr/^error: .*lacks matching index tuple/,
+	"amcheck_claims's $check reports an index that no longer matches the heap");
+like($status{'idempotency.amcheck_probe_invalid'} // 'not checked', qr/^invalid: /,
+	'and an invalid index, unchecked');
+like($status{'idempotency.claims_pkey'} // 'not checked', qr/^ok: /, 'and the sound primary key as sound');
+$node->safe_psql('postgres', q{
+	DROP INDEX idempotency.amcheck_probe_idx, idempotency.amcheck_probe_invalid;
+	DROP FUNCTION amcheck_probe(timestamptz);});
 $node->stop;
 done_testing();
