@@ -26,6 +26,13 @@ ensure_packages() {
 }
 
 # build_and_install: compile warning-free with -Werror, then install
+# copy_tree dir: the tracked and new files of the tree (no build products)
+# into dir, for a run that builds on its own beside this one
+copy_tree() {
+    (cd "$IDEM_ROOT" && git ls-files -z --cached --others --exclude-standard \
+        | xargs -0 -I{} cp --parents -- {} "$1/")
+}
+
 build_and_install() {
     say "building with -Wall -Wextra -Werror"
     make -s -C "$IDEM_ROOT" PG_CONFIG="$PG_CONFIG" clean >/dev/null

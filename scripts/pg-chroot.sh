@@ -149,8 +149,7 @@ pg_chroot_script() {
     shift 2
     pg_chroot_ensure "$major"
     copy=$(mktemp -d "$PG_CHROOT/tmp/idempotency-src.XXXXXX")
-    (cd "$IDEM_ROOT" && git ls-files -z --cached --others --exclude-standard \
-        | xargs -0 -I{} cp --parents -- {} "$copy/")
+    copy_tree "$copy"
     chmod 755 "$copy"
     PG_CHROOT_SRC='' pg_chroot_exec "$PG_CHROOT" PG_MAJOR="$major" IDEM_CHROOT="$major" \
         KEEP_WORK="${KEEP_WORK:-}" IDEM_TAP="${IDEM_TAP:-}" CLAIMS_N="${CLAIMS_N:-}" \
