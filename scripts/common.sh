@@ -25,7 +25,6 @@ ensure_packages() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# build_and_install: compile warning-free with -Werror, then install
 # copy_tree dir: the tracked and new files of the tree (no build products)
 # into dir, for a run that builds on its own beside this one
 copy_tree() {
@@ -33,6 +32,7 @@ copy_tree() {
         | xargs -0 -I{} cp --parents -- {} "$1/")
 }
 
+# build_and_install: compile warning-free with -Werror, then install
 build_and_install() {
     say "building with -Wall -Wextra -Werror"
     make -s -C "$IDEM_ROOT" PG_CONFIG="$PG_CONFIG" clean >/dev/null
