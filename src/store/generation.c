@@ -69,6 +69,7 @@
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
@@ -102,8 +103,17 @@ static IdemGenMap *idem_genmap = NULL;
 static uint64 idem_genmap_version = 0;
 static Oid	idem_genmap_table = InvalidOid;	/* idempotency.generations */
 
-/* Generations dropped by this transaction, whose slots go at commit */
-static List *idem_gen_dropped = NIL;
+/*
+ * Generations dropped by this transaction, whose slots go at commit: a
+ * drop rolled back with its subtransaction keeps its slot
+ */
+typedef struct IdemGenDropped
+{
+	int32		gen_id;
+	SubTransactionId subid;		/* that dropped it, or its committed parent */
+} IdemGenDropped;
+
+static List *idem_gen_dropped = NIL;	/* of IdemGenDropped, in TopMemoryContext */
 
 /*
  * A finer filter a seal built for shared memory, loaded when the sealing
@@ -264,7 +274,7 @@ IdemGenPendingEnd(XactEvent event)
 	idem_gen_pending = NIL;
 }
 
-/* A subtransaction's seals go with it, or pass to its parent */
+/* A subtransaction's seals and drops go with it, or pass to its parent */
 static void
 IdemGenSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg pg_attribute_unused())
@@ -280,6 +290,13 @@ IdemGenSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 			if (p->subid == mySubid)
 				p->subid = parentSubid;
 		}
+		foreach(lc, idem_gen_dropped)
+		{
+			IdemGenDropped *d = lfirst(lc);
+
+			if (d->subid == mySubid)
+				d->subid = parentSubid;
+		}
 	}
 	else if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
@@ -291,6 +308,16 @@ IdemGenSubXactCallback(SubXactEvent event, SubTransactionId mySubid,
 			{
 				IdemGenPendingFree(p);
 				idem_gen_pending = foreach_delete_current(idem_gen_pending, lc);
+			}
+		}
+		foreach(lc, idem_gen_dropped)
+		{
+			IdemGenDropped *d = lfirst(lc);
+
+			if (d->subid == mySubid)
+			{
+				pfree(d);
+				idem_gen_dropped = foreach_delete_current(idem_gen_dropped, lc);
 			}
 		}
 	}
@@ -318,11 +345,11 @@ IdemGenXactCallback(XactEvent event, void *arg pg_attribute_unused())
 		return;
 	if (event == XACT_EVENT_COMMIT)
 		foreach(lc, idem_gen_dropped)
-			IdemGenSlotFree(lfirst_int(lc));
+			IdemGenSlotFree(((IdemGenDropped *) lfirst(lc))->gen_id);
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
 		event == XACT_EVENT_PREPARE)
 	{
-		list_free(idem_gen_dropped);
+		list_free_deep(idem_gen_dropped);
 		idem_gen_dropped = NIL;
 	}
 }
@@ -1346,6 +1373,11 @@ IdemGenClientConnected(Oid claims, const char *appname)
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1];
 
+	/*
+	 * The sessions as they are now: a transaction keeps its first read of
+	 * them to its end, and the pass may have read them long ago
+	 */
+	pgstat_clear_snapshot();
 	values[0] = CStringGetTextDatum(appname);
 	(void) IdemOwnerRun(claims, IDEM_RUN_READ_ONLY | IDEM_RUN_LATEST,
 						"SELECT EXISTS (SELECT FROM pg_catalog.pg_stat_activity"
@@ -1516,6 +1548,7 @@ IdemGenDrop(IdemGeneration *gen, int64 *claims, bool wait)
 {
 	Oid			type = INT4OID;
 	Datum		value = Int32GetDatum(gen->id);
+	IdemGenDropped *d;
 	MemoryContext old;
 
 	Assert(OidIsValid(gen->relid));
@@ -1541,7 +1574,10 @@ IdemGenDrop(IdemGeneration *gen, int64 *claims, bool wait)
 	IdemGenRun(psprintf("DROP TABLE " IDEM_SCHEMA_NAME ".%s", IdemGenRelName(gen->id)),
 			   0, NULL, NULL, NULL);
 	old = MemoryContextSwitchTo(TopMemoryContext);
-	idem_gen_dropped = lappend_int(idem_gen_dropped, gen->id);
+	d = palloc(sizeof(IdemGenDropped));
+	d->gen_id = gen->id;
+	d->subid = GetCurrentSubTransactionId();
+	idem_gen_dropped = lappend(idem_gen_dropped, d);
 	MemoryContextSwitchTo(old);
 	return true;
 }
@@ -1754,6 +1790,110 @@ IdemGenMaintainStep(void)
 }
 
 /*
+ * Drop the sealed generations whose claims have all expired, unless a
+ * pg_dump is connected to the database: it reads the list of tables, then
+ * locks each, and a table dropped in between fails the whole dump.  Asked
+ * just before the drops and again after them (a backlog's drops take a
+ * while, and the manual pass waits for their locks), in a subtransaction
+ * that a pg_dump found the second time rolls back.  What is left is a dump
+ * whose session starts and lists the tables between the second test and
+ * the commit, as with any DROP TABLE.
+ */
+static void
+IdemGenDropExpired(IdemGeneration *gens, int ngens, const IdemNamespace *nss,
+				   int nns, TimestampTz now, bool wait, IdemGenMaintenance *done)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	Oid			claims = IdemGetCatalog().claims;
+	int		   *expired = palloc(sizeof(int) * Max(ngens, 1));
+	int			nexpired = 0;
+	int			dropped = 0;
+	int64		claims_dropped = 0;
+	int			skipped = 0;
+	int			i;
+
+	for (i = 0; i < ngens; i++)
+	{
+		if (gens[i].state != IDEM_GEN_SEALED ||
+			!IdemGenExpired(&gens[i], nss, nns, now, done))
+			continue;
+		if (!OidIsValid(gens[i].relid))
+		{
+			/* its claims went with the table: nothing of ours proves more */
+			IdemGenHold(done, "generation %d kept: table %s.%s is missing",
+						gens[i].id, IDEM_SCHEMA_NAME, IdemGenRelName(gens[i].id));
+			continue;
+		}
+		expired[nexpired++] = i;
+	}
+	if (nexpired == 0)
+		return;
+	if (IdemGenClientConnected(claims, "pg_dump"))
+	{
+		IdemGenHold(done, "a pg_dump is connected to database \"%s\": expired generations are dropped when it ends",
+					get_database_name(MyDatabaseId));
+		return;
+	}
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		for (i = 0; i < nexpired; i++)
+		{
+			IdemGeneration *g = &gens[expired[i]];
+			int64		n = 0;
+
+			IdemGenStep("dropping generation %d", g->id);
+			if (IdemGenDrop(g, &n, wait))
+			{
+				dropped++;
+				claims_dropped += n;
+			}
+			else
+			{
+				skipped++;
+				expired[i] = -1;	/* not dropped */
+			}
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+
+	if (dropped > 0 && IdemGenClientConnected(claims, "pg_dump"))
+	{
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		IdemGenHold(done, "a pg_dump connected to database \"%s\" while expired generations were dropped: the drops are undone, and done when it ends",
+					get_database_name(MyDatabaseId));
+		done->skipped += skipped;
+		return;
+	}
+	ReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	for (i = 0; i < nexpired; i++)
+		if (expired[i] >= 0)
+			gens[expired[i]].id = 0;	/* gone */
+	done->dropped += dropped;
+	done->claims_dropped += claims_dropped;
+	done->skipped += skipped;
+}
+
+/*
  * One maintenance pass, in the caller's transaction: open generations for
  * the TTL classes in use, switch those older than their span (and class
  * force_class whatever its age: IDEM_GEN_ALL_CLASSES for all of them, -1
@@ -1781,7 +1921,6 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 	int			nclasses = 0;
 	int			i;
 	int			j;
-	int			dumping = -1;	/* a pg_dump connected: not asked yet */
 	ErrorContextCallback errcallback;
 
 	memset(done, 0, sizeof(*done));
@@ -1909,44 +2048,7 @@ IdemGenMaintain(int32 force_class, bool wait, IdemGenMaintenance *done)
 		}
 	}
 
-	/*
-	 * drop, unless a pg_dump is connected: it reads the list of tables, then
-	 * locks each, and a table dropped in between fails the whole dump.  A
-	 * dump that starts after the test meets a drop at worst in the moment
-	 * the drop's transaction takes to commit, as with any DROP TABLE.
-	 */
-	for (i = 0; i < ngens; i++)
-	{
-		int64		claims = 0;
-
-		if (gens[i].state != IDEM_GEN_SEALED ||
-			!IdemGenExpired(&gens[i], nss, nns, now, done))
-			continue;
-		if (!OidIsValid(gens[i].relid))
-		{
-			/* its claims went with the table: nothing of ours proves more */
-			IdemGenHold(done, "generation %d kept: table %s.%s is missing",
-						gens[i].id, IDEM_SCHEMA_NAME, IdemGenRelName(gens[i].id));
-			continue;
-		}
-		if (dumping < 0)
-			dumping = IdemGenClientConnected(IdemGetCatalog().claims, "pg_dump") ? 1 : 0;
-		if (dumping)
-		{
-			IdemGenHold(done, "a pg_dump is connected to database \"%s\": expired generations are dropped when it ends",
-						get_database_name(MyDatabaseId));
-			break;
-		}
-		IdemGenStep("dropping generation %d", gens[i].id);
-		if (IdemGenDrop(&gens[i], &claims, wait))
-		{
-			done->dropped++;
-			done->claims_dropped += claims;
-			gens[i].id = 0;		/* gone */
-		}
-		else
-			done->skipped++;
-	}
+	IdemGenDropExpired(gens, ngens, nss, nns, now, wait, done);
 	IdemGenStep("sweeping what dropped generations left");
 	IdemGenRootSweep();
 
