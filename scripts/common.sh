@@ -12,17 +12,34 @@ say() { printf '\n=== %s\n' "$*"; }
 die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 
 # ensure_packages pkg...: install the Debian packages that are missing
-ensure_packages() {
-    local missing=() p
+# The host's apt, one at a time: the background lanes (assert, versions)
+# install beside the host's suites, and a second apt-get would fail on
+# dpkg's lock (where errexit is off, a missing debootstrap showed only
+# later).  Also waits for any other apt (DPkg::Lock::Timeout).
+IDEM_APT_LOCK=/var/lock/idempotency-apt.lock
+apt_host() {
+    flock -w 1800 "$IDEM_APT_LOCK" env DEBIAN_FRONTEND=noninteractive \
+        apt-get -o DPkg::Lock::Timeout=600 "$@"
+}
+
+packages_missing() {
+    local p
     for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || printf '%s ' "$p"
     done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    [ "$(id -u)" -eq 0 ] || die "missing packages: ${missing[*]} (run as root to install them)"
-    say "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_packages() {
+    local missing
+    missing=$(packages_missing "$@")
+    [ -z "$missing" ] && return 0
+    [ "$(id -u)" -eq 0 ] || die "missing packages: $missing(run as root to install them)"
+    say "installing $missing"
+    # shellcheck disable=SC2086
+    { apt_host update -qq >/dev/null && apt_host install -y -qq --no-install-recommends $missing >/dev/null; } \
+        || die "apt-get could not install: $missing"
+    missing=$(packages_missing "$@")
+    [ -z "$missing" ] || die "not installed after apt-get install: $missing"
 }
 
 # copy_tree dir: the tracked and new files of the tree (no build products)

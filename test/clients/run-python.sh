@@ -13,7 +13,9 @@ PY=/usr/bin/python3
 PKGS="python3-psycopg python3-psycopg-pool python3-flask python3-starlette python3-fastapi python3-httpx python3-pytest python3-anyio"
 if ! $PY -c 'import psycopg, psycopg_pool, flask, starlette, fastapi, httpx, pytest' 2>/dev/null; then
     if [ "$(id -u)" = 0 ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q $PKGS >/dev/null
+        # one apt at a time on the host (scripts/common.sh, apt_host)
+        flock -w 1800 /var/lock/idempotency-apt.lock env DEBIAN_FRONTEND=noninteractive \
+            apt-get -o DPkg::Lock::Timeout=600 install -y -q $PKGS >/dev/null
     else
         echo "SKIPPED: the Python client's tests need: $PKGS"
         exit 1
