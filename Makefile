@@ -13,6 +13,7 @@ OBJS = \
 	src/base/rowwrite.o \
 	src/base/shmem.o \
 	src/base/spectoken.o \
+	src/base/subxact.o \
 	src/catalog/namespaces.o \
 	src/catalog/nsgrant.o \
 	src/catalog/stats.o \

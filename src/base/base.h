@@ -50,5 +50,6 @@ extern void IdemCheckWritable(const char *funcname);
 #include "rowwrite.h"
 #include "shmem.h"
 #include "spectoken.h"
+#include "subxact.h"
 
 #endif							/* IDEM_BASE_H */

@@ -1072,14 +1072,8 @@ IdemPurgeDatabaseRound(bool generations_only)
 static char *
 IdemPurgeSubxactFailed(const char *what, MemoryContext cxt, ResourceOwner owner)
 {
-	ErrorData  *edata;
+	ErrorData  *edata = IdemSubxactCaught(cxt, owner);
 
-	MemoryContextSwitchTo(cxt);
-	edata = CopyErrorData();
-	FlushErrorState();
-	RollbackAndReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
 	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION)
 		ReThrowError(edata);
 	ereport(WARNING,
@@ -1122,9 +1116,7 @@ IdemPurgeGenerationsHere(const char *trigger)
 
 		IdemGenMaintain(-1, true, &done);
 		IdemPurgeRecordGenerations(&done, started, trigger);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
+		IdemSubxactEnd(true, oldcxt, oldowner);
 	}
 	PG_CATCH();
 	{
@@ -1191,9 +1183,7 @@ idem_purge(PG_FUNCTION_ARGS)
 				/* let the next batch see this one's work */
 				CommandCounterIncrement();
 			}
-			ReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(oldcxt);
-			CurrentResourceOwner = oldowner;
+			IdemSubxactEnd(true, oldcxt, oldowner);
 			total += result.rows;
 		}
 		PG_CATCH();

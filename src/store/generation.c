@@ -1860,31 +1860,19 @@ IdemGenDropExpired(IdemGeneration *gens, int ngens, const IdemNamespace *nss,
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		ReThrowError(edata);
+		ReThrowError(IdemSubxactCaught(cxt, owner));
 	}
 	PG_END_TRY();
 
 	if (dropped > 0 && IdemGenClientConnected(claims, "pg_dump"))
 	{
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
+		IdemSubxactEnd(false, cxt, owner);
 		IdemGenHold(done, "a pg_dump connected to database \"%s\" while expired generations were dropped: the drops are undone, and done when it ends",
 					get_database_name(MyDatabaseId));
 		done->skipped += skipped;
 		return;
 	}
-	ReleaseCurrentSubTransaction();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
+	IdemSubxactEnd(true, cxt, owner);
 	for (i = 0; i < nexpired; i++)
 		if (expired[i] >= 0)
 			gens[expired[i]].id = 0;	/* gone */
