@@ -16,7 +16,7 @@ die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 # install beside the host's suites, and a second apt-get would fail on
 # dpkg's lock (where errexit is off, a missing debootstrap showed only
 # later).  Also waits for any other apt (DPkg::Lock::Timeout).
-IDEM_APT_LOCK=/var/lock/idempotency-apt.lock
+export IDEM_APT_LOCK=/var/lock/idempotency-apt.lock
 apt_host() {
     flock -w 1800 "$IDEM_APT_LOCK" env DEBIAN_FRONTEND=noninteractive \
         apt-get -o DPkg::Lock::Timeout=600 "$@"

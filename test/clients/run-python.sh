@@ -14,7 +14,7 @@ PKGS="python3-psycopg python3-psycopg-pool python3-flask python3-starlette pytho
 if ! $PY -c 'import psycopg, psycopg_pool, flask, starlette, fastapi, httpx, pytest' 2>/dev/null; then
     if [ "$(id -u)" = 0 ]; then
         # one apt at a time on the host (scripts/common.sh, apt_host)
-        flock -w 1800 /var/lock/idempotency-apt.lock env DEBIAN_FRONTEND=noninteractive \
+        flock -w 1800 "${IDEM_APT_LOCK:?}" env DEBIAN_FRONTEND=noninteractive \
             apt-get -o DPkg::Lock::Timeout=600 install -y -q $PKGS >/dev/null
     else
         echo "SKIPPED: the Python client's tests need: $PKGS"
